@@ -1,0 +1,1 @@
+"""mcp-subscribe-lab: does an MCP client handle resource subscriptions?"""

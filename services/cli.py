@@ -1,0 +1,159 @@
+"""``mcp-lab``: run the lab, or one of its processes, and poke its state by hand."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+
+from redis.exceptions import RedisError
+
+from services import contract, store
+from services.settings import LabSettings
+
+_WAIT_POLL_SECONDS = 0.1
+
+
+def _settings() -> LabSettings:
+    try:
+        return LabSettings()
+    except Exception as exc:  # pydantic's ValidationError names the bad variable
+        sys.exit(f"mcp-lab: bad configuration: {exc}")
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from services.supervisor import run_lab
+
+    return run_lab(_settings(), redis_port=args.redis_port)
+
+
+def _cmd_server(args: argparse.Namespace) -> int:
+    from services import server
+
+    server.main(_settings())
+    return 0
+
+
+def _cmd_updater(args: argparse.Namespace) -> int:
+    from services import updater
+
+    updater.main(_settings())
+    return 0
+
+
+async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
+    redis = store.connect(settings.redis_url)
+    try:
+        target = args.session or contract.ALL_SUBSCRIBERS
+        job = contract.UpdateJob(uri=args.uri, target=target, delay=args.delay)
+        await store.ensure_job_group(redis)
+        entry_id = await store.enqueue_job(redis, job)
+        print(f"queued job {entry_id}: uri={job.uri} target={target} delay={args.delay}s")
+        if args.no_wait:
+            return 0
+        deadline = time.monotonic() + args.delay + args.timeout
+        while time.monotonic() < deadline:
+            if not await redis.xrange(contract.JOBS_STREAM, entry_id, entry_id):
+                print(
+                    f"applied: the updater bumped the version and published on "
+                    f"{settings.updates_channel}"
+                )
+                return 0
+            await asyncio.sleep(_WAIT_POLL_SECONDS)
+        print(
+            "still pending: is `mcp-lab updater` running against this Redis? "
+            "The job stays queued and is applied when an updater starts.",
+            file=sys.stderr,
+        )
+        return 3
+    finally:
+        await redis.aclose()
+
+
+def _cmd_trigger(args: argparse.Namespace) -> int:
+    if args.uri not in contract.CATALOG:
+        print(
+            f"mcp-lab: unknown uri {args.uri!r}; the lab serves {sorted(contract.CATALOG)}",
+            file=sys.stderr,
+        )
+        return 2
+    return _with_redis(_trigger(_settings(), args))
+
+
+async def _reset(settings: LabSettings) -> int:
+    redis = store.connect(settings.redis_url)
+    try:
+        deleted = await store.reset_states(redis)
+    finally:
+        await redis.aclose()
+    print(f"reset: {deleted} state(s) deleted; every session reads version 1 again")
+    return 0
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    return _with_redis(_reset(_settings()))
+
+
+def _with_redis(coro: object) -> int:
+    try:
+        return int(asyncio.run(coro))  # type: ignore[arg-type]
+    except (RedisError, OSError) as exc:
+        url = os.environ.get("REDIS_URL", "the default redis://127.0.0.1:6379/0")
+        print(f"mcp-lab: cannot reach Redis at {url}: {exc}", file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mcp-lab``."""
+    parser = argparse.ArgumentParser(
+        prog="mcp-lab",
+        description="MCP resource-subscription compatibility lab. Settings: MCP_TEST_* and "
+        "REDIS_URL environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run Redis (unless REDIS_URL is set), server and updater")
+    up.add_argument(
+        "--redis-port",
+        type=int,
+        default=None,
+        help="port of the embedded Redis (default: 6390, or a free one)",
+    )
+    up.set_defaults(func=_cmd_up)
+
+    server = sub.add_parser("server", help="run the MCP server (Streamable HTTP)")
+    server.set_defaults(func=_cmd_server)
+
+    updater = sub.add_parser("updater", help="run the updater")
+    updater.set_defaults(func=_cmd_updater)
+
+    trigger = sub.add_parser("trigger", help="update the resource now, through the updater")
+    trigger.add_argument("--uri", default=contract.STATUS_URI)
+    trigger.add_argument(
+        "--session",
+        default=None,
+        help="only this session's state (default: every subscribed session, "
+        "or the shared state in shared scope)",
+    )
+    trigger.add_argument("--delay", type=float, default=0.0, help="seconds before applying")
+    trigger.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the updater to apply it"
+    )
+    trigger.add_argument("--no-wait", action="store_true", help="queue the job and return")
+    trigger.set_defaults(func=_cmd_trigger)
+
+    reset = sub.add_parser("reset", help="put every state back to version 1")
+    reset.set_defaults(func=_cmd_reset)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``mcp-lab``."""
+    args = build_parser().parse_args(argv)
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The Redis contract between the server and the updater.
+
+Everything the two processes agree on is named here and nowhere else: the
+resource catalog and its contents, the Redis key and stream names, and the
+format of the messages on the updates channel and the job stream. Both
+processes import this module; nothing but Redis passes between them.
+
+Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``):
+
+``mcp:state:{scope}:{uri}``      hash ``version``, ``text``; absent means version 1
+``mcp:subscribers:{uri}``        set of session ids subscribed to ``uri`` (all replicas)
+``mcp:jobs``                     stream of update jobs, consumed by group ``updaters``
+updates channel                  pub/sub, default ``mcp:resources:updated``
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+STATUS_URI = "test://review/status"
+STATUS_MIME_TYPE = "text/plain"
+STATUS_NAME = "review-status"
+STATUS_DESCRIPTION = (
+    "Simulated review status. It changes a few seconds after you subscribe to it; "
+    "re-read it when notifications/resources/updated arrives."
+)
+
+INITIAL_MESSAGE = "Waiting for simulated review result."
+UPDATED_MESSAGE = "Simulated review result is now available."
+
+# The catalog: every URI the lab serves. Anything else is "Resource not found".
+CATALOG: frozenset[str] = frozenset({STATUS_URI})
+
+SHARED_SCOPE = "shared"
+ALL_SUBSCRIBERS = "*"
+
+JOBS_STREAM = "mcp:jobs"
+JOBS_GROUP = "updaters"
+STATE_KEY_PREFIX = "mcp:state:"
+SUBSCRIBERS_KEY_PREFIX = "mcp:subscribers:"
+
+# Placeholder the updater's script replaces with the new version number.
+VERSION_PLACEHOLDER = "{version}"
+
+
+def status_text(status: str, version: int | str, message: str) -> str:
+    """The text of ``test://review/status`` (three lines, no trailing newline)."""
+    return f"status: {status}\nversion: {version}\nmessage: {message}"
+
+
+def initial_text(initial_status: str) -> str:
+    """Content at version 1, before any update."""
+    return status_text(initial_status, 1, INITIAL_MESSAGE)
+
+
+def updated_template(updated_status: str) -> str:
+    """Content after an update, with ``{version}`` left for the updater to fill in."""
+    return status_text(updated_status, VERSION_PLACEHOLDER, UPDATED_MESSAGE)
+
+
+def scope_of(session: str, state_scope: str) -> str:
+    """Whose state a session reads: its own (``session`` scope) or the shared one."""
+    return SHARED_SCOPE if state_scope == SHARED_SCOPE else session
+
+
+def state_key(scope: str, uri: str) -> str:
+    """Key of the state hash of one scope (a session id, or ``shared``)."""
+    return f"{STATE_KEY_PREFIX}{scope}:{uri}"
+
+
+def subscribers_key(uri: str) -> str:
+    """Key of the set of session ids subscribed to ``uri``."""
+    return f"{SUBSCRIBERS_KEY_PREFIX}{uri}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMessage:
+    """One message on the updates channel, after parsing.
+
+    ``session`` is None when every subscribed session should be notified;
+    ``version`` is None when the sender did not say (a bare URI).
+    """
+
+    uri: str
+    session: str | None = None
+    version: int | None = None
+
+    def encode(self) -> str:
+        """The wire form: JSON with ``uri`` and, when known, ``session`` and ``version``."""
+        body: dict[str, object] = {"uri": self.uri}
+        if self.session is not None:
+            body["session"] = self.session
+        if self.version is not None:
+            body["version"] = self.version
+        return json.dumps(body, separators=(",", ":"))
+
+
+class BadMessage(ValueError):
+    """A payload on the updates channel that the relay cannot use."""
+
+
+MAX_MESSAGE_BYTES = 64 * 1024
+
+
+def parse_update_message(payload: bytes | str) -> UpdateMessage:
+    """Parse a payload from the updates channel.
+
+    Accepted forms: a bare URI (``test://review/status``), which is what a person
+    types into ``redis-cli publish``, or a JSON object
+    ``{"uri": ..., "session": ..., "version": ...}`` where only ``uri`` is required.
+    Raises :class:`BadMessage` with a reason for anything else, including a URI
+    that is not in the catalog.
+    """
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise BadMessage(f"payload of {len(payload)} bytes is over {MAX_MESSAGE_BYTES}")
+    if isinstance(payload, bytes):
+        try:
+            payload = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadMessage("payload is not UTF-8") from exc
+    text = payload.strip()
+    if not text:
+        raise BadMessage("empty payload")
+    if text.startswith("{"):
+        message = _parse_json_message(text)
+    else:
+        message = UpdateMessage(uri=text)
+    if message.uri not in CATALOG:
+        raise BadMessage(f"unknown uri {message.uri!r}")
+    return message
+
+
+def _parse_json_message(text: str) -> UpdateMessage:
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadMessage(f"invalid JSON: {exc.msg}") from exc
+    if not isinstance(body, dict):
+        raise BadMessage("JSON payload is not an object")
+    uri = body.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise BadMessage("JSON payload has no string 'uri'")
+    session = body.get("session")
+    if session is not None and (not isinstance(session, str) or not session):
+        raise BadMessage("'session' must be a non-empty string")
+    version = body.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise BadMessage("'version' must be an integer")
+    return UpdateMessage(uri=uri, session=session, version=version)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    """One entry of the job stream: bump ``uri`` for ``target`` after ``delay`` seconds.
+
+    ``target`` is a session id, ``shared``, or ``*`` (every subscribed session,
+    or the shared state in shared scope). ``delay`` None means the updater's
+    configured delay. The stream entry id carries the time the job was made.
+    """
+
+    uri: str
+    target: str
+    delay: float | None = None
+
+    def fields(self) -> dict[str, str]:
+        """The stream entry's fields."""
+        out = {"uri": self.uri, "target": self.target}
+        if self.delay is not None:
+            out["delay"] = repr(float(self.delay))
+        return out
+
+
+def parse_job(fields: dict[str, str]) -> UpdateJob:
+    """Parse the fields of a job stream entry; raises :class:`BadMessage`."""
+    uri = fields.get("uri", "")
+    if uri not in CATALOG:
+        raise BadMessage(f"unknown uri {uri!r}")
+    target = fields.get("target") or ALL_SUBSCRIBERS
+    raw_delay = fields.get("delay")
+    delay: float | None = None
+    if raw_delay is not None:
+        try:
+            delay = float(raw_delay)
+        except ValueError as exc:
+            raise BadMessage(f"delay {raw_delay!r} is not a number") from exc
+        if not 0 <= delay <= 86400:
+            raise BadMessage(f"delay {delay} is outside 0..86400")
+    return UpdateJob(uri=uri, target=target, delay=delay)
+
+
+def entry_time_ms(entry_id: str) -> int:
+    """Milliseconds since the epoch at which a stream entry was added (from its id)."""
+    return int(entry_id.split("-", 1)[0])

@@ -1,0 +1,45 @@
+"""The lab's log: one line per protocol event, in a fixed, greppable form.
+
+Each event line is ``[tag] detail session=<id> client=<name>/<version>``, for
+example ``[resources/read] uri=test://review/status version=1 session=ab12 client=probe/0.1``.
+Process lines (start, stop, errors) use ``[lab]``, ``[relay]`` or ``[updater]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+
+logger = logging.getLogger("mcp_lab")
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Who sent a message: the MCP session and the client behind it."""
+
+    session: str
+    client: str
+    protocol: str = "?"
+    transport: str = "?"
+
+
+def event(tag: str, detail: str, peer: Peer) -> None:
+    """Log one protocol event of ``peer``."""
+    logger.info("[%s] %s session=%s client=%s", tag, detail, peer.session, peer.client)
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr (stdout stays free for protocol on stdio) with timestamps."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    try:
+        logger.setLevel(level.upper())
+    except ValueError:
+        logger.setLevel(logging.INFO)
+        logger.warning("[lab] unknown MCP_TEST_LOG_LEVEL %r, using INFO", level)

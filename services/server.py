@@ -1,0 +1,285 @@
+"""The MCP server: one subscribable resource whose state lives in Redis.
+
+``build_lab`` assembles a FastMCP server with the resource, the subscribe and
+unsubscribe handlers, the event log and the relay. ``run_http`` serves it over
+Streamable HTTP with uvicorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types
+import uvicorn
+from fastmcp import Context, FastMCP
+from fastmcp.server.dependencies import get_context
+from fastmcp.server.lifespan import lifespan
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from services import contract, mcp_adapter, store
+from services.eventlog import Peer, event, setup_logging
+from services.relay import Relay
+from services.sessions import SessionRegistry, Subscriber
+from services.settings import LabSettings
+from services.streams import StreamLogMiddleware
+
+logger = logging.getLogger("mcp_lab")
+
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+# Served by FastMCP out of the box but not implemented by the lab: withdrawn so
+# the initialize result advertises only what the lab really does.
+_UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion/complete")
+_TOOL_METHODS = ("tools/list", "tools/call")
+
+
+def not_found(uri: str, protocol_version: str) -> MCPError:
+    """The "unknown resource" error of the negotiated protocol generation."""
+    code = INVALID_PARAMS if protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+    return MCPError(code=code, message="Resource not found", data={"uri": uri})
+
+
+def redis_failed(exc: Exception) -> MCPError:
+    """The error a client gets while Redis cannot be reached."""
+    logger.error("[lab] redis unavailable: %s", exc)
+    return MCPError(code=INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}")
+
+
+def peer_of(ctx: Context, client_info: mcp_types.Implementation | None = None) -> Peer:
+    """The session and client behind a request."""
+    if client_info is None:
+        params = ctx.session.client_params
+        client_info = params.client_info if params is not None else None
+    client = f"{client_info.name}/{client_info.version}" if client_info else "unknown/?"
+    return Peer(
+        session=ctx.session_id,
+        client=client,
+        protocol=ctx.session.protocol_version,
+        transport=ctx.transport or "?",
+    )
+
+
+@dataclass
+class Lab:
+    """The server's moving parts, shared by its handlers."""
+
+    settings: LabSettings
+    redis: Redis
+    registry: SessionRegistry
+    relay: Relay
+
+    def scope(self, peer: Peer) -> str:
+        return contract.scope_of(peer.session, self.settings.state_scope)
+
+    async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
+        try:
+            return await store.read_state(
+                self.redis, self.scope(peer), uri, self.settings.initial_status
+            )
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+
+
+class EventLogMiddleware(Middleware):
+    """Logs initialize and list, and answers unknown URIs on read."""
+
+    def __init__(self, lab: Lab) -> None:
+        self._lab = lab
+
+    async def on_initialize(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        result = await call_next(context)
+        ctx = context.fastmcp_context
+        if ctx is not None:
+            params = getattr(context.message, "params", None)
+            peer = peer_of(ctx, getattr(params, "client_info", None))
+            self._lab.registry.remember(peer)
+            mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
+            event("initialize", f"client connected protocol={peer.protocol}", peer)
+        return result
+
+    async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        if context.fastmcp_context is not None:
+            event("resources/list", "requested", peer_of(context.fastmcp_context))
+        return await call_next(context)
+
+    async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        uri = str(context.message.uri)
+        ctx = context.fastmcp_context
+        if uri not in contract.CATALOG and ctx is not None:
+            event("resources/read", f"uri={uri} error=not-found", peer_of(ctx))
+            raise not_found(uri, ctx.session.protocol_version)
+        return await call_next(context)
+
+    async def _end_session(self, peer: Peer) -> None:
+        uris = self._lab.registry.drop_session(peer.session)
+        self._lab.registry.forget(peer.session)
+        for uri in uris:
+            try:
+                await store.remove_subscriber(self._lab.redis, uri, peer.session)
+            except (RedisError, OSError) as exc:
+                logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+        event("session/end", f"subscriptions={len(uris)}", peer)
+
+
+def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
+    """The FastMCP server of the lab and the state its handlers share."""
+    redis = store.connect(settings.redis_url)
+    registry = SessionRegistry()
+    lab = Lab(settings, redis, registry, Relay(settings, redis, registry))
+
+    @lifespan
+    async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        try:
+            await store.ensure_job_group(redis)
+        except (RedisError, OSError) as exc:
+            logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
+        task = asyncio.create_task(lab.relay.run(), name="relay")
+        try:
+            yield {}
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    server = FastMCP(
+        "mcp-subscribe-lab",
+        instructions=(
+            "Subscribe to test://review/status. It changes a few seconds later; when "
+            "notifications/resources/updated arrives, read it again."
+        ),
+        lifespan=run_relay,
+    )
+    server.add_middleware(EventLogMiddleware(lab))
+
+    @server.resource(
+        contract.STATUS_URI,
+        name=contract.STATUS_NAME,
+        description=contract.STATUS_DESCRIPTION,
+        mime_type=contract.STATUS_MIME_TYPE,
+    )
+    async def review_status(ctx: Context) -> str:
+        peer = peer_of(ctx)
+        version, text = await lab.read(peer, contract.STATUS_URI)
+        event("resources/read", f"uri={contract.STATUS_URI} version={version}", peer)
+        return text
+
+    if settings.enable_tool:
+
+        @server.tool(name="get_review_status", description="Current text of test://review/status.")
+        async def get_review_status(ctx: Context) -> str:
+            peer = peer_of(ctx)
+            version, text = await lab.read(peer, contract.STATUS_URI)
+            event("tools/call", f"get_review_status version={version}", peer)
+            return text
+
+    async def subscribe(_: Any, params: mcp_types.SubscribeRequestParams) -> mcp_types.EmptyResult:
+        ctx = get_context()
+        peer = peer_of(ctx)
+        uri = str(params.uri)
+        if uri not in contract.CATALOG:
+            event("resources/subscribe", f"uri={uri} error=not-found", peer)
+            raise not_found(uri, peer.protocol)
+        session = ctx.session
+        subscriber = Subscriber(
+            peer=peer,
+            send_updated=session.send_resource_updated,
+            send_list_changed=session.send_resource_list_changed,
+        )
+        registry.subscribe(subscriber, uri)
+        target = lab.scope(peer) if settings.state_scope == "session" else contract.SHARED_SCOPE
+        try:
+            await store.add_subscriber(redis, uri, peer.session)
+            job_id = await store.enqueue_job(redis, contract.UpdateJob(uri=uri, target=target))
+        except (RedisError, OSError) as exc:
+            registry.unsubscribe(peer.session, uri)
+            raise redis_failed(exc) from exc
+        event("resources/subscribe", f"uri={uri} job={job_id}", peer)
+        return mcp_types.EmptyResult()
+
+    async def unsubscribe(
+        _: Any, params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        peer = peer_of(get_context())
+        uri = str(params.uri)
+        if uri not in contract.CATALOG:
+            event("resources/unsubscribe", f"uri={uri} error=not-found", peer)
+            raise not_found(uri, peer.protocol)
+        was_subscribed = registry.unsubscribe(peer.session, uri)
+        try:
+            await store.remove_subscriber(redis, uri, peer.session)
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+        event("resources/unsubscribe", f"uri={uri} was_subscribed={was_subscribed}", peer)
+        return mcp_types.EmptyResult()
+
+    mcp_adapter.register_request_handler(
+        server, "resources/subscribe", mcp_types.SubscribeRequestParams, subscribe
+    )
+    mcp_adapter.register_request_handler(
+        server, "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
+    )
+    withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
+    mcp_adapter.withdraw_request_handlers(server, withdrawn)
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(_: Request) -> JSONResponse:
+        try:
+            redis_ok = bool(await redis.ping())
+        except (RedisError, OSError):
+            redis_ok = False
+        healthy = redis_ok and lab.relay.state == "subscribed"
+        body = {
+            "status": "ok" if healthy else "degraded",
+            "redis": "ok" if redis_ok else "unreachable",
+            "relay": lab.relay.state,
+            "sessions": len(registry),
+        }
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    return server, lab
+
+
+async def run_http(settings: LabSettings) -> None:
+    """Serve the lab over Streamable HTTP until cancelled or interrupted."""
+    server, lab = build_lab(settings)
+    app = server.http_app(path=settings.path, transport="http")
+    app.add_middleware(StreamLogMiddleware, path=settings.path, registry=lab.registry)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    http = uvicorn.Server(config)
+    serving = asyncio.create_task(http.serve(), name="uvicorn")
+    while not http.started and not serving.done():
+        await asyncio.sleep(0.05)
+    if http.started:
+        try:
+            await asyncio.wait_for(lab.relay.subscribed.wait(), timeout=30)
+        except TimeoutError:
+            logger.warning("[lab] relay not subscribed yet; serving anyway")
+        logger.info("[lab] server ready url=%s scope=%s", settings.mcp_url, settings.state_scope)
+    await serving
+
+
+def main(settings: LabSettings) -> None:
+    """Entry point of ``mcp-lab server``."""
+    setup_logging(settings.log_level)
+    try:
+        asyncio.run(run_http(settings))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,68 @@
+"""Settings of the lab, read from the environment (``MCP_TEST_*`` and ``REDIS_URL``).
+
+Both processes (server and updater) and the CLI read the same settings, so one
+``.env`` or one set of variables configures the whole lab.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class LabSettings(BaseSettings):
+    """Every knob of the lab. Field ``foo`` is set by ``MCP_TEST_FOO``."""
+
+    model_config = SettingsConfigDict(env_prefix="MCP_TEST_", env_file=".env", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Interface the HTTP server binds to.")
+    port: int = Field(8089, ge=1, le=65535, description="HTTP port of the server.")
+    path: str = Field("/mcp", description="Path of the Streamable HTTP endpoint.")
+
+    initial_status: str = Field("pending", min_length=1, description="Status word at version 1.")
+    updated_status: str = Field(
+        "reviewed", min_length=1, description="Status word after an update."
+    )
+    state_scope: Literal["session", "shared"] = Field(
+        "session", description="'session': one state per MCP session; 'shared': one for all."
+    )
+    update_delay_seconds: float = Field(
+        5.0, ge=0, description="Seconds between a subscribe and the update the updater makes."
+    )
+    updates_channel: str = Field(
+        "mcp:resources:updated", min_length=1, description="Redis pub/sub channel of updates."
+    )
+    send_list_changed: bool = Field(
+        False, description="Also send notifications/resources/list_changed after each update."
+    )
+    enable_tool: bool = Field(False, description="Add the get_review_status tool.")
+    log_level: str = Field("INFO", description="Log level of server and updater.")
+    state_ttl_seconds: int = Field(
+        86400, ge=60, description="Lifetime in Redis of a session's state after its last update."
+    )
+    updater_consumer: str = Field(
+        "updater", min_length=1, description="Consumer name of this updater in the job group."
+    )
+
+    redis_url: str = Field(
+        DEFAULT_REDIS_URL,
+        validation_alias=AliasChoices("REDIS_URL", "MCP_TEST_REDIS_URL"),
+        description="Redis the lab uses (REDIS_URL).",
+    )
+
+    @property
+    def mcp_url(self) -> str:
+        """The URL a client is pointed at."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> LabSettings:
+    """The settings of this process, read once."""
+    return LabSettings()

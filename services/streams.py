@@ -1,0 +1,48 @@
+"""Logs when a session's standalone GET stream opens and closes.
+
+A notification can only reach a Streamable HTTP client while its GET stream is
+open (the SDK drops it otherwise, silently), so the log must show both ends.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.eventlog import Peer, event
+from services.sessions import SessionRegistry
+
+_SESSION_HEADER = b"mcp-session-id"
+
+
+class StreamLogMiddleware:
+    """ASGI middleware: ``[stream/open]`` and ``[stream/close]`` for GET on the MCP path."""
+
+    def __init__(self, app: ASGIApp, path: str, registry: SessionRegistry) -> None:
+        self._app = app
+        self._path = path.rstrip("/") or "/"
+        self._registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "GET"
+            or scope["path"].rstrip("/") != self._path
+        ):
+            await self._app(scope, receive, send)
+            return
+        session = dict(scope["headers"]).get(_SESSION_HEADER, b"").decode("latin-1")
+        peer = self._registry.peer(session) or Peer(session=session or "-", client="unknown/?")
+        status: list[int] = []
+
+        async def watch(message: dict) -> None:  # type: ignore[type-arg]
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                if message["status"] == 200:
+                    event("stream/open", "GET", peer)
+            await send(message)
+
+        try:
+            await self._app(scope, receive, watch)
+        finally:
+            if status and status[0] == 200:
+                event("stream/close", "GET", peer)

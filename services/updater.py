@@ -1,0 +1,176 @@
+"""The updater process: applies each update job after its delay.
+
+Jobs come from the Redis stream ``mcp:jobs`` through the consumer group
+``updaters``, so a job added while no updater runs waits in the stream, and a
+job this updater took but did not finish (it was stopped or killed) stays
+pending and is taken again when an updater starts. Applying a job is one Redis
+script that acknowledges it, bumps the versions and publishes; only the first
+acknowledgement applies, so no job is applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services import contract, store
+from services.eventlog import setup_logging
+from services.settings import LabSettings
+
+logger = logging.getLogger("mcp_lab")
+
+_BLOCK_MS = 2000
+_MAX_BACKOFF_SECONDS = 5.0
+_RETRY_SECONDS = 1.0
+
+
+class Updater:
+    """Reads jobs from the stream and applies each one when it is due."""
+
+    def __init__(self, settings: LabSettings, redis: Redis) -> None:
+        self._settings = settings
+        self._redis = redis
+        self._consumer = settings.updater_consumer
+        self._scheduled: dict[str, asyncio.Task[None]] = {}
+        self.applied = 0
+
+    async def run(self) -> None:
+        """Work until cancelled, reconnecting after Redis errors."""
+        backoff = 0.2
+        while True:
+            try:
+                await store.ensure_job_group(self._redis)
+                await self._take_over_pending()
+                logger.info(
+                    "[updater] ready stream=%s group=%s consumer=%s delay=%ss",
+                    contract.JOBS_STREAM,
+                    contract.JOBS_GROUP,
+                    self._consumer,
+                    self._settings.update_delay_seconds,
+                )
+                backoff = 0.2
+                await self._read_new_jobs()
+            except (RedisError, OSError) as exc:
+                logger.warning("[updater] redis unavailable (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+
+    async def _take_over_pending(self) -> None:
+        """Schedule every job that was taken but never acknowledged, by any consumer."""
+        start = "0-0"
+        while True:
+            reply = await self._redis.xautoclaim(
+                contract.JOBS_STREAM,
+                contract.JOBS_GROUP,
+                self._consumer,
+                min_idle_time=0,
+                start_id=start,
+                count=100,
+            )
+            start, entries = reply[0], reply[1]
+            for entry_id, fields in entries:
+                if fields is not None:
+                    self._schedule(entry_id, fields, recovered=True)
+            if start == "0-0":
+                return
+
+    async def _read_new_jobs(self) -> None:
+        while True:
+            reply = await self._redis.xreadgroup(
+                contract.JOBS_GROUP,
+                self._consumer,
+                {contract.JOBS_STREAM: ">"},
+                count=100,
+                block=_BLOCK_MS,
+            )
+            for _stream, entries in reply or []:
+                for entry_id, fields in entries:
+                    self._schedule(entry_id, fields, recovered=False)
+
+    def _schedule(self, entry_id: str, fields: dict[str, str], *, recovered: bool) -> None:
+        if entry_id in self._scheduled:
+            return
+        try:
+            job = contract.parse_job(fields)
+        except contract.BadMessage as exc:
+            logger.warning("[updater] dropping bad job %s: %s (fields=%r)", entry_id, exc, fields)
+            task = asyncio.create_task(self._discard(entry_id))
+        else:
+            delay = self._settings.update_delay_seconds if job.delay is None else job.delay
+            due = contract.entry_time_ms(entry_id) / 1000 + delay
+            logger.info(
+                "[updater] scheduled job=%s uri=%s target=%s in=%.2fs%s",
+                entry_id,
+                job.uri,
+                job.target,
+                max(0.0, due - time.time()),
+                " (recovered)" if recovered else "",
+            )
+            task = asyncio.create_task(self._apply_when_due(entry_id, job, due))
+        self._scheduled[entry_id] = task
+        task.add_done_callback(lambda _: self._scheduled.pop(entry_id, None))
+
+    async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
+        await asyncio.sleep(max(0.0, due - time.time()))
+        while True:
+            try:
+                await self._apply(entry_id, job)
+                return
+            except (RedisError, OSError) as exc:
+                logger.warning("[updater] job=%s not applied yet (%s); retrying", entry_id, exc)
+                await asyncio.sleep(_RETRY_SECONDS)
+
+    async def _apply(self, entry_id: str, job: contract.UpdateJob) -> None:
+        scopes = await store.job_targets(self._redis, job, self._settings.state_scope)
+        versions = await store.apply_job(
+            self._redis,
+            entry_id,
+            job,
+            scopes,
+            updated_status=self._settings.updated_status,
+            channel=self._settings.updates_channel,
+            ttl_seconds=self._settings.state_ttl_seconds,
+        )
+        if versions is None:
+            logger.info("[updater] job=%s was already applied; skipped", entry_id)
+            return
+        self.applied += 1
+        for scope, version in zip(scopes, versions, strict=True):
+            logger.info(
+                "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
+                job.uri,
+                version,
+                scope,
+                entry_id,
+                self._settings.updates_channel,
+            )
+        if not scopes:
+            logger.info("[updater] job=%s uri=%s had no subscribed session", entry_id, job.uri)
+
+    async def _discard(self, entry_id: str) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.xack(contract.JOBS_STREAM, contract.JOBS_GROUP, entry_id)
+        pipe.xdel(contract.JOBS_STREAM, entry_id)
+        await pipe.execute()
+
+
+async def run_updater(settings: LabSettings) -> None:
+    """Run one updater until cancelled."""
+    redis = store.connect(settings.redis_url)
+    try:
+        await Updater(settings, redis).run()
+    finally:
+        await redis.aclose()
+
+
+def main(settings: LabSettings) -> None:
+    """Entry point of ``mcp-lab updater``."""
+    setup_logging(settings.log_level)
+    try:
+        asyncio.run(run_updater(settings))
+    except KeyboardInterrupt:
+        pass
