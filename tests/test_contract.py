@@ -1,0 +1,90 @@
+"""Unit tests of the Redis contract's pure parts (no Redis needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services import contract
+
+
+def test_initial_text_is_the_seed_text() -> None:
+    assert contract.initial_text("pending") == (
+        "status: pending\nversion: 1\nmessage: Waiting for simulated review result."
+    )
+
+
+def test_updated_template_leaves_the_version_to_fill() -> None:
+    template = contract.updated_template("reviewed")
+    assert template.replace(contract.VERSION_PLACEHOLDER, "2") == (
+        "status: reviewed\nversion: 2\nmessage: Simulated review result is now available."
+    )
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"test://review/status", contract.UpdateMessage("test://review/status")),
+        ("  test://review/status\n", contract.UpdateMessage("test://review/status")),
+        ('{"uri":"test://review/status"}', contract.UpdateMessage("test://review/status")),
+        (
+            '{"uri":"test://review/status","session":"abc","version":3}',
+            contract.UpdateMessage("test://review/status", "abc", 3),
+        ),
+    ],
+)
+def test_parse_update_message_accepts_bare_uri_and_json(payload, expected) -> None:
+    assert contract.parse_update_message(payload) == expected
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"", "empty"),
+        (b"\xff\xfe", "UTF-8"),
+        ("test://other", "unknown uri"),
+        ("{not json", "invalid JSON"),
+        ("[1, 2]", "unknown uri"),
+        ('{"session": "x"}', "no string 'uri'"),
+        ('{"uri": "test://review/status", "version": "2"}', "integer"),
+        ('{"uri": "test://review/status", "version": true}', "integer"),
+        ('{"uri": "test://review/status", "session": ""}', "non-empty"),
+        ("x" * (contract.MAX_MESSAGE_BYTES + 1), "over"),
+    ],
+)
+def test_parse_update_message_rejects_garbage_with_a_reason(payload, reason) -> None:
+    with pytest.raises(contract.BadMessage, match=reason):
+        contract.parse_update_message(payload)
+
+
+def test_update_message_round_trips() -> None:
+    message = contract.UpdateMessage("test://review/status", "s1", 4)
+    assert contract.parse_update_message(message.encode()) == message
+
+
+def test_job_fields_round_trip() -> None:
+    job = contract.UpdateJob("test://review/status", "s1", 0.5)
+    assert contract.parse_job(job.fields()) == job
+    default = contract.UpdateJob("test://review/status", contract.ALL_SUBSCRIBERS)
+    assert contract.parse_job(default.fields()) == default
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"uri": "test://nope"}, "unknown uri"),
+        ({"uri": "test://review/status", "delay": "soon"}, "not a number"),
+        ({"uri": "test://review/status", "delay": "-1"}, "outside"),
+    ],
+)
+def test_parse_job_rejects_bad_fields(fields, reason) -> None:
+    with pytest.raises(contract.BadMessage, match=reason):
+        contract.parse_job(fields)
+
+
+def test_scope_of_follows_the_state_scope_setting() -> None:
+    assert contract.scope_of("abc", "session") == "abc"
+    assert contract.scope_of("abc", "shared") == contract.SHARED_SCOPE
+
+
+def test_entry_time_is_read_from_the_stream_id() -> None:
+    assert contract.entry_time_ms("1700000000123-4") == 1700000000123

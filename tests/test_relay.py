@@ -1,0 +1,101 @@
+"""The relay: hand-typed publishes, garbage on the channel, several server replicas."""
+
+from __future__ import annotations
+
+import subprocess
+from urllib.parse import urlsplit
+
+import pytest
+
+from services.embedded_redis import redis_binary
+from tests.lab import STATUS_URI, connect, version_of
+
+pytestmark = pytest.mark.anyio
+
+CHANNEL = "mcp:resources:updated"
+# Long enough that the subscribe's own update never comes during these tests.
+NO_AUTO_UPDATE = "600"
+
+
+def redis_cli(redis_url: str, *args: str) -> str:
+    """Run the real redis-cli binary against ``redis_url``."""
+    parts = urlsplit(redis_url)
+    db = parts.path.strip("/") or "0"
+    command = [redis_binary("redis-cli"), "-h", parts.hostname or "127.0.0.1",
+               "-p", str(parts.port or 6379), "-n", db, *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
+    return result.stdout.strip()
+
+
+async def test_redis_cli_publish_of_a_bare_uri_is_relayed(lab, redis_url) -> None:
+    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "manual") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        receivers = redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
+        assert receivers == "1"  # the server's relay
+        assert await client.wait_updated(1) == [STATUS_URI]
+        server.wait_for(r"\[resource/update\] uri=test://review/status version=1 ", timeout=5)
+        # A bare publish notifies without a version change.
+        assert version_of(await client.read_text()) == 1
+
+
+async def test_garbage_on_the_channel_is_ignored_and_the_relay_keeps_working(
+    lab, redis_url
+) -> None:
+    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "patient") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        garbage = [
+            "{not json",
+            '{"uri": 42}',
+            "test://unknown/uri",
+            '{"uri": "test://review/status", "version": "two"}',
+            "",
+        ]
+        for payload in garbage:
+            mark = server.mark()
+            redis_cli(redis_url, "publish", CHANNEL, payload)
+            await server.await_line(r"\[relay\] ignored message: ", since=mark, timeout=5)
+        redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
+        assert await client.wait_updated(1) == [STATUS_URI]
+        assert len(server.matching(r"\[relay\] ignored message")) == len(garbage)
+
+
+async def test_json_message_for_one_session_reaches_only_that_session(lab, redis_url) -> None:
+    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "target") as a, connect(url, "other") as b:
+        await a.session.subscribe_resource(STATUS_URI)
+        await b.session.subscribe_resource(STATUS_URI)
+        line = server.wait_for(r"\[initialize\] .*client=target/")
+        session = line.split("session=")[1].split()[0]
+        message = f'{{"uri":"{STATUS_URI}","session":"{session}","version":7}}'
+        redis_cli(redis_url, "publish", CHANNEL, message)
+        assert await a.wait_updated(1) == [STATUS_URI]
+        server.wait_for(r"\[resource/update\] .*version=7 .*client=target/", timeout=5)
+        await b.session.send_ping()
+        assert b.updated == []
+
+
+async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(lab, redis_url) -> None:
+    one, url_one = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    two, url_two = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url_one, "on-one") as a, connect(url_two, "on-two") as b:
+        await a.session.subscribe_resource(STATUS_URI)
+        await b.session.subscribe_resource(STATUS_URI)
+        assert redis_cli(redis_url, "publish", CHANNEL, STATUS_URI) == "2"
+        assert await a.wait_updated(1) == [STATUS_URI]
+        assert await b.wait_updated(1) == [STATUS_URI]
+        one.wait_for(r"\[notification/send\] .*client=on-one/", timeout=5)
+        two.wait_for(r"\[notification/send\] .*client=on-two/", timeout=5)
+
+
+async def test_updater_job_for_a_session_on_another_replica_reaches_it(lab) -> None:
+    _, url_one = lab.server(update_delay_seconds="0.3")
+    two, url_two = lab.server(update_delay_seconds="0.3")
+    lab.updater(update_delay_seconds="0.3")
+    async with connect(url_one, "bystander") as a, connect(url_two, "subscriber") as b:
+        await b.session.subscribe_resource(STATUS_URI)
+        assert await b.wait_updated(1) == [STATUS_URI]
+        assert version_of(await b.read_text()) == 2
+        await a.session.send_ping()
+        assert a.updated == []

@@ -1,0 +1,89 @@
+"""The updater: durable jobs, crash recovery, exactly-once application."""
+
+from __future__ import annotations
+
+import pytest
+
+from services import contract, store
+from tests.lab import STATUS_URI, connect, version_of
+
+pytestmark = pytest.mark.anyio
+
+BOUND = 15.0
+
+
+async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_client) -> None:
+    server, url = lab.server(update_delay_seconds="2")
+    updater = lab.updater(update_delay_seconds="2")
+    async with connect(url, "survivor") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        await updater.await_line(r"\[updater\] scheduled job=")
+        updater.kill()  # SIGKILL while the job waits out its delay
+        assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
+
+        again = lab.updater(update_delay_seconds="2")
+        await again.await_line(r"\[updater\] scheduled job=\S+ .*\(recovered\)")
+        assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
+        assert version_of(await client.read_text()) == 2
+
+        await again.await_line(r"\[resource/update\] .*version=2")
+        await client.session.send_ping()
+        assert client.updated == [STATUS_URI]
+        assert len(again.matching(r"\[resource/update\]")) == 1
+        assert len(server.matching(r"\[notification/send\]")) == 1
+        assert redis_client.xlen(contract.JOBS_STREAM) == 0
+
+
+async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(lab) -> None:
+    _, url = lab.server(update_delay_seconds="0.2")
+    async with connect(url, "early") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        await client.session.send_ping()
+        assert client.updated == []
+        lab.updater(update_delay_seconds="0.2")
+        assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
+        assert version_of(await client.read_text()) == 2
+
+
+async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> None:
+    redis = store.connect(redis_url)
+    try:
+        await store.ensure_job_group(redis)
+        job = contract.UpdateJob(STATUS_URI, "s1")
+        entry_id = await store.enqueue_job(redis, job)
+        claimed = await redis.xreadgroup(
+            contract.JOBS_GROUP, "test", {contract.JOBS_STREAM: ">"}, count=1
+        )
+        assert claimed[0][1][0][0] == entry_id
+        pubsub = redis.pubsub()
+        await pubsub.subscribe("test-channel")
+        await pubsub.get_message(timeout=1)  # the subscribe confirmation
+
+        kwargs = {"updated_status": "reviewed", "channel": "test-channel", "ttl_seconds": 60}
+        first = await store.apply_job(redis, entry_id, job, ["s1"], **kwargs)
+        second = await store.apply_job(redis, entry_id, job, ["s1"], **kwargs)
+        assert first == [2]
+        assert second is None
+
+        published = await pubsub.get_message(timeout=2)
+        assert published is not None
+        assert contract.parse_update_message(published["data"]) == contract.UpdateMessage(
+            STATUS_URI, "s1", 2
+        )
+        assert await pubsub.get_message(timeout=0.2) is None
+        await pubsub.aclose()
+
+        version, text = await store.read_state(redis, "s1", STATUS_URI, "pending")
+        assert version == 2
+        assert text == contract.updated_template("reviewed").replace("{version}", "2")
+        assert 0 < redis_client.ttl(contract.state_key("s1", STATUS_URI)) <= 60
+        assert redis_client.xlen(contract.JOBS_STREAM) == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_bad_job_is_dropped_with_a_log_line(lab, redis_client) -> None:
+    updater = lab.updater()
+    redis_client.xadd(contract.JOBS_STREAM, {"uri": "test://nope", "target": "*"})
+    await updater.await_line(r"\[updater\] dropping bad job \S+: unknown uri")
+    assert updater.process.poll() is None
