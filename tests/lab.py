@@ -124,9 +124,7 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
     """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
     env = lab_env(redis_url, port=str(port), **settings)
-    proc = LabProcess(
-        f"server:{port}", [sys.executable, "-m", "services.cli", "server"], env
-    )
+    proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services.cli", "server"], env)
     proc.wait_for(r"\[lab\] server ready", timeout=30)
     return proc
 

@@ -21,8 +21,16 @@ def redis_cli(redis_url: str, *args: str) -> str:
     """Run the real redis-cli binary against ``redis_url``."""
     parts = urlsplit(redis_url)
     db = parts.path.strip("/") or "0"
-    command = [redis_binary("redis-cli"), "-h", parts.hostname or "127.0.0.1",
-               "-p", str(parts.port or 6379), "-n", db, *args]
+    command = [
+        redis_binary("redis-cli"),
+        "-h",
+        parts.hostname or "127.0.0.1",
+        "-p",
+        str(parts.port or 6379),
+        "-n",
+        db,
+        *args,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
     return result.stdout.strip()
 
@@ -91,7 +99,7 @@ async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(lab, redi
 
 async def test_updater_job_for_a_session_on_another_replica_reaches_it(lab) -> None:
     _, url_one = lab.server(update_delay_seconds="0.3")
-    two, url_two = lab.server(update_delay_seconds="0.3")
+    _, url_two = lab.server(update_delay_seconds="0.3")
     lab.updater(update_delay_seconds="0.3")
     async with connect(url_one, "bystander") as a, connect(url_two, "subscriber") as b:
         await b.session.subscribe_resource(STATUS_URI)

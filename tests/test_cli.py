@@ -1,0 +1,127 @@
+"""``mcp-lab``: trigger, reset, and the one-command ``up``."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from services.embedded_redis import free_port
+from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, version_of
+
+pytestmark = pytest.mark.anyio
+
+NO_AUTO_UPDATE = "600"
+
+
+def mcp_lab(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        env=lab_env(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, redis_url) -> None:
+    _, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    lab.updater(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "a") as a, connect(url, "b") as b, connect(url, "idle") as idle:
+        await a.session.subscribe_resource(STATUS_URI)
+        await b.session.subscribe_resource(STATUS_URI)
+
+        result = mcp_lab(redis_url, "trigger")
+        assert result.returncode == 0, result.stderr
+        assert "applied" in result.stdout
+        assert await a.wait_updated(1) == [STATUS_URI]
+        assert await b.wait_updated(1) == [STATUS_URI]
+        assert version_of(await a.read_text()) == 2
+        assert version_of(await b.read_text()) == 2
+        assert version_of(await idle.read_text()) == 1
+
+        result = mcp_lab(redis_url, "reset")
+        assert result.returncode == 0, result.stderr
+        assert "2 state(s) deleted" in result.stdout
+        assert version_of(await a.read_text()) == 1
+
+
+async def test_trigger_for_one_session(lab, redis_url) -> None:
+    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    lab.updater(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "chosen") as a, connect(url, "other") as b:
+        await a.session.subscribe_resource(STATUS_URI)
+        await b.session.subscribe_resource(STATUS_URI)
+        line = server.wait_for(r"\[initialize\] .*client=chosen/")
+        session = line.split("session=")[1].split()[0]
+        result = mcp_lab(redis_url, "trigger", "--session", session)
+        assert result.returncode == 0, result.stderr
+        assert await a.wait_updated(1) == [STATUS_URI]
+        await b.session.send_ping()
+        assert b.updated == []
+        assert version_of(await b.read_text()) == 1
+
+
+def test_trigger_without_an_updater_says_the_job_is_pending(redis_url) -> None:
+    result = mcp_lab(redis_url, "trigger", "--timeout", "0.5")
+    assert result.returncode == 3
+    assert "still pending" in result.stderr
+
+
+def test_trigger_rejects_an_unknown_uri(redis_url) -> None:
+    result = mcp_lab(redis_url, "trigger", "--uri", "test://nope")
+    assert result.returncode == 2
+    assert "unknown uri" in result.stderr
+
+
+def test_commands_report_a_dead_redis_clearly() -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    result = mcp_lab(dead, "reset")
+    assert result.returncode == 1
+    assert "cannot reach Redis" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_setting_is_named() -> None:
+    env = lab_env("redis://127.0.0.1:1/0", state_scope="everywhere")
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "reset"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "state_scope" in result.stderr
+
+
+async def test_up_runs_the_whole_lab_and_stops_on_ctrl_c() -> None:
+    port = free_port()
+    env = lab_env("", port=str(port), update_delay_seconds="0.5")
+    env.pop("REDIS_URL")
+    up = LabProcess(
+        "up",
+        [sys.executable, "-m", "services.cli", "up", "--redis-port", str(free_port())],
+        env,
+    )
+    try:
+        await up.await_line(r"^server +\| .*\[lab\] server ready", timeout=60)
+        await up.await_line(r"^updater +\| .*\[updater\] ready", timeout=60)
+        assert up.matching(rf"MCP server +http://127\.0\.0\.1:{port}/mcp")
+        assert up.matching(r"redis-cli -p \d+ publish mcp:resources:updated test://review/status")
+        async with connect(f"http://127.0.0.1:{port}/mcp", "up-client") as client:
+            assert version_of(await client.read_text()) == 1
+            await client.session.subscribe_resource(STATUS_URI)
+            await client.wait_updated(1, timeout=15)
+            assert version_of(await client.read_text()) == 2
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        code = up.stop()
+    assert code == 0
+    assert up.matching(r"stopping server and updater")
