@@ -37,7 +37,7 @@ def _ensure_venv() -> None:
         [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True
     )
     subprocess.run(
-        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]"],
+        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[embedded,test]"],
         check=True,
     )
     STAMP.write_text(wanted)

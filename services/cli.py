@@ -96,6 +96,42 @@ def _cmd_reset(args: argparse.Namespace) -> int:
     return _with_redis(_reset(_settings()))
 
 
+async def _healthcheck(settings: LabSettings, process: str) -> int:
+    if process == "server":
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        url = f"http://{host}:{settings.port}/healthz"
+        try:
+            body = await asyncio.to_thread(_http_get, url)
+        except OSError as exc:
+            print(f"unhealthy: {url}: {exc}", file=sys.stderr)
+            return 1
+        print(body)
+        return 0
+    redis = store.connect(settings.redis_url)
+    try:
+        alive = await redis.exists(contract.updater_heartbeat_key(settings.updater_consumer))
+    finally:
+        await redis.aclose()
+    if not alive:
+        print(
+            f"unhealthy: updater {settings.updater_consumer!r} is not reading jobs", file=sys.stderr
+        )
+        return 1
+    print("ok")
+    return 0
+
+
+def _http_get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=3) as response:  # raises on 4xx/5xx
+        return response.read().decode()
+
+
+def _cmd_healthcheck(args: argparse.Namespace) -> int:
+    return _with_redis(_healthcheck(_settings(), args.process))
+
+
 def _with_redis(coro: object) -> int:
     try:
         return int(asyncio.run(coro))  # type: ignore[arg-type]
@@ -146,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     reset = sub.add_parser("reset", help="put every state back to version 1")
     reset.set_defaults(func=_cmd_reset)
+
+    health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
+    health.add_argument("process", choices=["server", "updater"])
+    health.set_defaults(func=_cmd_healthcheck)
     return parser
 
 

