@@ -151,6 +151,9 @@ ensure_compose() {
     # shellcheck disable=SC2064
     trap "rm -rf '$tmp'" EXIT
     mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/deb" "$tmp/root"
+    # let apt's unprivileged download user (_apt) write there, so apt keeps its sandbox
+    chmod 0755 "$tmp"
+    if id _apt >/dev/null 2>&1; then chown _apt "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/deb"; fi
     local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
     local signed=""
     [ -r "$keyring" ] && signed="[signed-by=$keyring] "

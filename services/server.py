@@ -43,6 +43,8 @@ INTERNAL_ERROR = -32603
 # the initialize result advertises only what the lab really does.
 _UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion/complete")
 _TOOL_METHODS = ("tools/list", "tools/call")
+# How long start-up waits for the relay before it says "ready" anyway.
+_RELAY_START_SECONDS = 5
 
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
@@ -269,10 +271,15 @@ async def run_http(settings: LabSettings) -> None:
         await asyncio.sleep(0.05)
     if http.started:
         try:
-            await asyncio.wait_for(lab.relay.subscribed.wait(), timeout=30)
+            await asyncio.wait_for(lab.relay.subscribed.wait(), timeout=_RELAY_START_SECONDS)
         except TimeoutError:
             logger.warning("[lab] relay not subscribed yet; serving anyway")
-        logger.info("[lab] server ready url=%s scope=%s", settings.mcp_url, settings.state_scope)
+        logger.info(
+            "[lab] server ready url=%s scope=%s relay=%s",
+            settings.mcp_url,
+            settings.state_scope,
+            lab.relay.state,
+        )
     await serving
 
 

@@ -13,13 +13,13 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 # bridge gateway; containers publish on 127.0.0.1.
 os.environ.setdefault("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
 
-REDIS_IMAGE = os.environ.get("MCP_LAB_REDIS_IMAGE", "redis:7-alpine")
+REDIS_IMAGE = os.environ.get("REDIS_IMAGE", "redis:7-alpine")
 
 
 @contextmanager
 def redis_container() -> Iterator[str]:
     """Start a Redis container; yields its URL on 127.0.0.1."""
-    from testcontainers.redis import RedisContainer
+    from testcontainers.community.redis import RedisContainer
 
     with RedisContainer(image=REDIS_IMAGE) as container:
         host = container.get_container_host_ip()

@@ -125,7 +125,7 @@ def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
     """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
     env = lab_env(redis_url, port=str(port), **settings)
     proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services.cli", "server"], env)
-    proc.wait_for(r"\[lab\] server ready", timeout=30)
+    proc.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
     return proc
 
 

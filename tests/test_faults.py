@@ -1,0 +1,63 @@
+"""A missing Redis: server and updater report it, keep running, and recover."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from services.embedded_redis import free_port, start_redis
+from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, version_of
+
+pytestmark = pytest.mark.anyio
+
+
+def healthcheck(env: dict[str, str], process: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", "healthcheck", process],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -> None:
+    redis_port = free_port()
+    http_port = free_port()
+    env = lab_env(
+        f"redis://127.0.0.1:{redis_port}/0", port=str(http_port), update_delay_seconds="0.3"
+    )
+    cli = [sys.executable, "-m", "services.cli"]
+    server = LabProcess("server", [*cli, "server"], env)
+    updater = LabProcess("updater", [*cli, "updater"], env)
+    redis = None
+    try:
+        await server.await_line(r"\[relay\] redis unavailable")
+        await updater.await_line(r"\[updater\] redis unavailable")
+        await server.await_line(r"\[lab\] server ready .*relay=disconnected", timeout=20)
+        unhealthy = healthcheck(env, "server")
+        assert unhealthy.returncode == 1
+        assert "unhealthy" in unhealthy.stderr
+        assert healthcheck(env, "updater").returncode == 1
+        assert "Traceback" not in "\n".join(server.lines + updater.lines)
+
+        redis = start_redis(redis_port)
+        await server.await_line(r"\[relay\] subscribed", timeout=20)
+        await updater.await_line(r"\[updater\] ready", timeout=20)
+        assert healthcheck(env, "server").returncode == 0
+        assert healthcheck(env, "updater").returncode == 0
+
+        async with connect(f"http://127.0.0.1:{http_port}/mcp", "patient") as client:
+            await client.session.subscribe_resource(STATUS_URI)
+            await client.wait_updated(1, timeout=15)
+            assert version_of(await client.read_text()) == 2
+        assert server.process.poll() is None and updater.process.poll() is None
+    finally:
+        server.stop()
+        updater.stop()
+        if redis is not None:
+            redis.stop()
