@@ -1,7 +1,8 @@
 """The lab's log: one line per protocol event, in a fixed, greppable form.
 
 Each event line is ``[tag] detail session=<id> client=<name>/<version>``, for
-example ``[resources/read] uri=test://review/status version=1 session=ab12 client=probe/0.1``.
+example ``[resources/read] uri=test://review/status version=1 session=ab12 client=probe/0.1``;
+extra fields, when an event has them, follow the client (``... client=probe/0.1 job=...``).
 Process lines (start, stop, errors) use ``[lab]``, ``[relay]`` or ``[updater]``.
 """
 
@@ -24,9 +25,10 @@ class Peer:
     transport: str = "?"
 
 
-def event(tag: str, detail: str, peer: Peer) -> None:
-    """Log one protocol event of ``peer``."""
-    logger.info("[%s] %s session=%s client=%s", tag, detail, peer.session, peer.client)
+def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
+    """Log one protocol event of ``peer``; ``extra`` fields go after the client."""
+    tail = f" {extra}" if extra else ""
+    logger.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
 
 
 def setup_logging(level: str) -> None:

@@ -108,7 +108,12 @@ class EventLogMiddleware(Middleware):
             peer = peer_of(ctx, getattr(params, "client_info", None))
             self._lab.registry.remember(peer)
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
-            event("initialize", f"client connected protocol={peer.protocol}", peer)
+            event(
+                "initialize",
+                "client connected",
+                peer,
+                f"protocol={peer.protocol} transport={peer.transport}",
+            )
         return result
 
     async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
@@ -120,7 +125,7 @@ class EventLogMiddleware(Middleware):
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
         if uri not in contract.CATALOG and ctx is not None:
-            event("resources/read", f"uri={uri} error=not-found", peer_of(ctx))
+            event("resources/read", f"uri={uri}", peer_of(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
 
@@ -132,7 +137,7 @@ class EventLogMiddleware(Middleware):
                 await store.remove_subscriber(self._lab.redis, uri, peer.session)
             except (RedisError, OSError) as exc:
                 logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
-        event("session/end", f"subscriptions={len(uris)}", peer)
+        event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
 
 def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
@@ -190,7 +195,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         peer = peer_of(ctx)
         uri = str(params.uri)
         if uri not in contract.CATALOG:
-            event("resources/subscribe", f"uri={uri} error=not-found", peer)
+            event("resources/subscribe", f"uri={uri}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         session = ctx.session
         subscriber = Subscriber(
@@ -206,7 +211,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         except (RedisError, OSError) as exc:
             registry.unsubscribe(peer.session, uri)
             raise redis_failed(exc) from exc
-        event("resources/subscribe", f"uri={uri} job={job_id}", peer)
+        event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")
         return mcp_types.EmptyResult()
 
     async def unsubscribe(
@@ -215,14 +220,14 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         peer = peer_of(get_context())
         uri = str(params.uri)
         if uri not in contract.CATALOG:
-            event("resources/unsubscribe", f"uri={uri} error=not-found", peer)
+            event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         was_subscribed = registry.unsubscribe(peer.session, uri)
         try:
             await store.remove_subscriber(redis, uri, peer.session)
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
-        event("resources/unsubscribe", f"uri={uri} was_subscribed={was_subscribed}", peer)
+        event("resources/unsubscribe", f"uri={uri}", peer, f"was_subscribed={was_subscribed}")
         return mcp_types.EmptyResult()
 
     mcp_adapter.register_request_handler(

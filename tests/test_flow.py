@@ -42,14 +42,15 @@ async def test_full_flow_reaches_version_2_and_logs_the_seed_lines(lab) -> None:
             "status: reviewed\nversion: 2\nmessage: Simulated review result is now available."
         )
 
+    who = r"session=\w+ client=flow-client/1\.0"
     expected = [
-        r"\[initialize\] client connected .*client=flow-client/1\.0",
-        r"\[resources/list\] requested session=\w+ client=flow-client/1\.0",
-        r"\[resources/read\] uri=test://review/status version=1 session=",
-        r"\[resources/subscribe\] uri=test://review/status .*client=flow-client/1\.0",
-        r"\[resource/update\] uri=test://review/status version=2 session=",
-        r"\[notification/send\] notifications/resources/updated uri=test://review/status sess",
-        r"\[resources/read\] uri=test://review/status version=2 session=",
+        rf"\[initialize\] client connected {who}",
+        rf"\[resources/list\] requested {who}",
+        rf"\[resources/read\] uri=test://review/status version=1 {who}",
+        rf"\[resources/subscribe\] uri=test://review/status {who}",
+        rf"\[resource/update\] uri=test://review/status version=2 {who}",
+        rf"\[notification/send\] notifications/resources/updated uri=test://review/status {who}",
+        rf"\[resources/read\] uri=test://review/status version=2 {who}",
     ]
     position = 0
     for pattern in expected:
@@ -128,3 +129,25 @@ async def test_unsubscribe_stops_notifications(lab) -> None:
         await client.session.send_ping()
         assert client.updated == []
         assert server.matching(r"\[notification/send\]") == []
+
+
+async def test_list_changed_follows_each_update_when_enabled(lab) -> None:
+    server, url = lab.server(update_delay_seconds=DELAY, send_list_changed="true")
+    lab.updater(update_delay_seconds=DELAY)
+    async with connect(url, "lister") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        await client.wait_updated(1, timeout=float(DELAY) + BOUND)
+        line = r"\[notification/send\] notifications/resources/list_changed .*client=lister/"
+        await server.await_line(line, timeout=5)
+        await client.session.send_ping()
+        assert client.list_changed == 1
+
+
+async def test_nothing_is_sent_after_the_session_ends(lab) -> None:
+    server, url = lab.server(update_delay_seconds="1")
+    lab.updater(update_delay_seconds="1")
+    async with connect(url, "leaver") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+    await server.await_line(r"\[session/end\] closed .*client=leaver/.* subscriptions=1")
+    await server.await_line(r"\[relay\] no subscribed session here", timeout=BOUND)
+    assert server.matching(r"\[notification/send\]") == []
