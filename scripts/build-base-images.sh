@@ -7,7 +7,8 @@
 # mirror that apt already uses:
 #
 #   mcp-lab/debian:bookworm        mmdebstrap --variant=minbase rootfs, `docker import`ed;
-#                                  trusts the host's extra CA certificates
+#                                  trusts the host's extra CA certificates; "slim" like
+#                                  debian:bookworm-slim (no man/info/locale/docs kept by dpkg)
 #   mcp-lab/python:3.11-bookworm   python3, python3-venv, python3-pip, ca-certificates;
 #                                  `python` -> python3 (Debian bookworm has Python 3.11)
 #   mcp-lab/redis:7-bookworm       Debian's redis-server (7.0) + redis-cli, listening on all
@@ -156,6 +157,22 @@ build_debian() {
     sec=${sec:-http://deb.debian.org/debian-security}
 
     local -a hooks=()
+    # merged-/usr the debootstrap way (symlinks + usr-is-merged): without it apt picks
+    # usrmerge for init-system-helpers, which drags in perl (~60 MB)
+    if [ -d /usr/share/mmdebstrap/hooks/merged-usr ]; then
+        hooks+=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
+    fi
+    # like the official Debian images: apt keeps no caches/debs inside image layers
+    cat >"$TMP/docker-clean" <<'APTCONF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+APTCONF
+    hooks+=(--customize-hook="upload $TMP/docker-clean /etc/apt/apt.conf.d/docker-clean")
+    # mmdebstrap's own cleanup leaves apt's binary caches (~72 MB) behind
+    # shellcheck disable=SC2016  # "$1" is expanded by mmdebstrap's hook shell (chroot dir)
+    hooks+=(--customize-hook='rm -f "$1"/var/cache/apt/*.bin')
     local certs="$TMP/certs" n=0 f
     mkdir -p "$certs"
     if [ -d "$CA_DIR" ]; then
@@ -169,6 +186,7 @@ build_debian() {
     fi
     if [ "$n" -gt 0 ]; then
         log "trusting $n extra CA certificate(s) from $CA_DIR in the image"
+        # shellcheck disable=SC2016  # "$1" is expanded by mmdebstrap's hook shell
         hooks+=(
             --customize-hook='mkdir -p "$1/usr/local/share/ca-certificates/mcp-lab"'
             --customize-hook="sync-in $certs /usr/local/share/ca-certificates/mcp-lab"
@@ -183,6 +201,13 @@ build_debian() {
     # import untagged first; tag only if mmdebstrap succeeded (a truncated tar imports "fine")
     id=$(mmdebstrap --variant=minbase --include=ca-certificates \
             --aptopt='Acquire::Languages "none"' \
+            --dpkgopt='path-exclude=/usr/share/man/*' \
+            --dpkgopt='path-exclude=/usr/share/info/*' \
+            --dpkgopt='path-exclude=/usr/share/locale/*' \
+            --dpkgopt='path-exclude=/usr/share/doc/*' \
+            --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+            --dpkgopt='path-exclude=/usr/share/groff/*' \
+            --dpkgopt='path-exclude=/usr/share/lintian/*' \
             "${hooks[@]}" \
             bookworm - \
             "deb $mirror bookworm main" \
@@ -190,7 +215,7 @@ build_debian() {
             "deb $sec bookworm-security main" |
          docker import --change 'CMD ["bash"]' --change 'ENV LANG=C.UTF-8' - ) || rc=$?
     if [ "$rc" -ne 0 ]; then
-        [ -n "${id:-}" ] && docker rmi "$id" >/dev/null 2>&1 || true
+        if [ -n "${id:-}" ]; then docker rmi "$id" >/dev/null 2>&1 || true; fi
         die "mmdebstrap | docker import failed (rc $rc)"
     fi
     docker tag "$id" "$DEBIAN_TAG"
@@ -211,7 +236,7 @@ FROM $DEBIAN_TAG
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \\
  && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \\
- && rm -rf /var/lib/apt/lists/* \\
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \\
  && ln -sf /usr/bin/python3 /usr/local/bin/python
 ENV LANG=C.UTF-8
 CMD ["python3"]
@@ -225,7 +250,7 @@ FROM $DEBIAN_TAG
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \\
  && apt-get install -y --no-install-recommends redis-server \\
- && rm -rf /var/lib/apt/lists/* \\
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \\
  && mkdir -p /data && chown redis:redis /data
 WORKDIR /data
 EXPOSE 6379

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
+import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.embedded_redis import RedisNotFound, free_port, start_redis
 from tests.lab import LabProcess, start_server, start_updater
 

@@ -9,8 +9,10 @@ from contextlib import contextmanager
 # Ryuk's image cannot be pulled without a registry; containers are stopped by
 # the context manager instead.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-# The machines here carry /.dockerenv, which makes testcontainers look for the
-# bridge gateway; containers publish on 127.0.0.1.
+# The machines here carry /.dockerenv, which makes testcontainers believe it runs
+# in a container and connect to the bridge gateway. Containers publish on the
+# host's loopback; connect there.
+os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
 os.environ.setdefault("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
 
 REDIS_IMAGE = os.environ.get("REDIS_IMAGE", "redis:7-alpine")

@@ -21,7 +21,8 @@ from services.embedded_redis import free_port
 from tests.conftest import IN_CI, docker_answers
 from tests.lab import ROOT, STATUS_URI, connect, version_of
 
-pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+# Building the images on a fresh machine takes a minute or two on top of the test.
+pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.timeout(900)]
 
 DELAY = 3.0
 BOUND = 20.0
@@ -32,8 +33,6 @@ if not docker_answers():
     pytest.skip("no Docker engine answers (docker info failed)", allow_module_level=True)
 
 from testcontainers.compose import DockerCompose  # noqa: E402
-
-import tests.docker_redis  # noqa: E402, F401  (testcontainers settings for this machine)
 
 
 def wait_until(check, timeout: float, what: str, every: float = 0.2):
