@@ -101,13 +101,14 @@ def test_bad_setting_is_named() -> None:
     assert "state_scope" in result.stderr
 
 
-async def test_up_runs_the_whole_lab_and_stops_on_ctrl_c() -> None:
+async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c() -> None:
+    """``python3 scripts/dev.py up``, as the README says (its venv exists by now)."""
     port = free_port()
     env = lab_env("", port=str(port), update_delay_seconds="0.5")
     env.pop("REDIS_URL")
     up = LabProcess(
         "up",
-        [sys.executable, "-m", "services.cli", "up", "--redis-port", str(free_port())],
+        [sys.executable, "scripts/dev.py", "up", "--redis-port", str(free_port())],
         env,
     )
     try:

@@ -142,3 +142,58 @@ async def test_updater_restarted_during_the_delay_still_delivers_once(stack) -> 
         assert client.updated == [STATUS_URI]
     logs, _ = compose.get_logs("updater")
     assert "(recovered)" in logs
+
+
+def compose_cli(*args: str) -> None:
+    """``docker compose`` on the test's project (named by COMPOSE_PROJECT_NAME)."""
+    command = ["docker", "compose", "-f", "docker-compose.yml", *args]
+    subprocess.run(command, cwd=ROOT, check=True, timeout=120, capture_output=True)
+
+
+def restarts(compose: DockerCompose, service: str) -> int:
+    container_id = compose.get_container(service).ID
+    result = subprocess.run(
+        ["docker", "inspect", "--format", "{{.RestartCount}}", container_id],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return int(result.stdout.strip())
+
+
+def health(compose: DockerCompose, service: str) -> str:
+    return compose.get_container(service).Health or "none"
+
+
+async def test_stack_reports_a_redis_outage_and_recovers_without_restarts(stack) -> None:
+    compose, url = stack
+    before = {s: restarts(compose, s) for s in ("server", "updater")}
+    compose_cli("stop", "redis")
+    try:
+        for service in ("server", "updater"):
+            wait_until(
+                lambda s=service: health(compose, s) == "unhealthy",
+                timeout=60,
+                what=f"{service} to report unhealthy",
+                every=1,
+            )
+    finally:
+        compose_cli("start", "redis")
+    for service in ("server", "updater"):
+        wait_until(
+            lambda s=service: health(compose, s) == "healthy",
+            timeout=60,
+            what=f"{service} to be healthy again",
+            every=1,
+        )
+    assert {s: restarts(compose, s) for s in ("server", "updater")} == before
+    logs, _ = compose.get_logs("server", "updater")
+    assert "[relay] redis unavailable" in logs
+    assert "[updater] redis unavailable" in logs
+    assert "Traceback" not in logs
+
+    async with connect(url, "after-outage") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        await client.wait_updated(1, timeout=DELAY + BOUND)
+        assert version_of(await client.read_text()) == 2
