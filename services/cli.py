@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
+from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from services import contract, store
+from services import contract, evidence, report, scoring, store
 from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
@@ -86,10 +88,60 @@ async def _reset(settings: LabSettings) -> int:
     redis = store.connect(settings.redis_url)
     try:
         deleted = await store.reset_states(redis)
+        run_id = await evidence.start_run(redis)
     finally:
         await redis.aclose()
     print(f"reset: {deleted} state(s) deleted; every session reads version 1 again")
+    print(f"new observation run {run_id}: `mcp-lab report` shows only what happens from now on")
     return 0
+
+
+async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
+    redis = store.connect(settings.redis_url)
+    try:
+        if args.since is not None:
+            run_id, first, last = "0-0", f"{_since_ms(args.since)}-0", "+"
+        else:
+            run_id, first, last = await evidence.run_bounds(redis, args.run)
+        events = await evidence.read_events(redis, first, last)
+    finally:
+        await redis.aclose()
+    clients = scoring.score_clients(events)
+    if args.format == "json":
+        print(json.dumps(report.to_json(run_id, clients, evidence.now_ms()), indent=2))
+    elif args.format == "markdown":
+        print(report.to_markdown(run_id, clients), end="")
+    else:
+        print(report.to_table(run_id, clients))
+    return 0
+
+
+def _since_ms(text: str) -> int:
+    """``--since``: an ISO time (UTC unless it says otherwise) or an age like 90s, 15m, 2h."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
+        return int((time.time() - float(text[:-1]) * units[text[-1]]) * 1000)
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    if args.since is not None:
+        try:
+            _since_ms(args.since)
+        except ValueError:
+            print(
+                f"mcp-lab: --since {args.since!r} is neither an ISO time nor an age like 15m",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        return _with_redis(_report(_settings(), args))
+    except LookupError as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
@@ -180,8 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
     trigger.add_argument("--no-wait", action="store_true", help="queue the job and return")
     trigger.set_defaults(func=_cmd_trigger)
 
-    reset = sub.add_parser("reset", help="put every state back to version 1")
+    reset = sub.add_parser(
+        "reset", help="put every state back to version 1 and start a new observation run"
+    )
     reset.set_defaults(func=_cmd_reset)
+
+    rep = sub.add_parser("report", help="how far each client got, from the evidence")
+    rep.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    which = rep.add_mutually_exclusive_group()
+    which.add_argument("--run", default=None, help="a run id (default: the current run)")
+    which.add_argument(
+        "--since", default=None, help="everything since an ISO time or an age (90s, 15m, 2h)"
+    )
+    rep.set_defaults(func=_cmd_report)
 
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
     health.add_argument("process", choices=["server", "updater"])

@@ -11,6 +11,8 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:subscribers:{uri}``        set of session ids subscribed to ``uri`` (all replicas)
 ``mcp:jobs``                     stream of update jobs, consumed by group ``updaters``
 ``mcp:updater:{consumer}:alive``  set by a working updater, expires a few seconds later
+``mcp:events``                   stream of evidence: every message in and notification out
+``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
 updates channel                  pub/sub, default ``mcp:resources:updated``
 """
 
@@ -201,3 +203,73 @@ def parse_job(fields: dict[str, str]) -> UpdateJob:
 def entry_time_ms(entry_id: str) -> int:
     """Milliseconds since the epoch at which a stream entry was added (from its id)."""
     return int(entry_id.split("-", 1)[0])
+
+
+EVENTS_STREAM = "mcp:events"
+RUNS_STREAM = "mcp:runs"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One piece of evidence: a message a client sent, or a notification sent to it.
+
+    ``delivered`` is set for notifications only: whether the session had an open
+    stream to carry it when it was sent. ``error`` is the JSON-RPC error code the
+    server answered with, if any.
+    """
+
+    ts_ms: int
+    session: str
+    client: str
+    client_version: str
+    protocol: str
+    transport: str
+    direction: str  # "in" (client to server) or "out" (server to client)
+    method: str
+    uri: str | None = None
+    version: int | None = None
+    delivered: bool | None = None
+    error: int | None = None
+
+    def fields(self) -> dict[str, str]:
+        """The stream entry's fields (absent values are left out)."""
+        out = {
+            "ts": str(self.ts_ms),
+            "session": self.session,
+            "client": self.client,
+            "client_version": self.client_version,
+            "protocol": self.protocol,
+            "transport": self.transport,
+            "direction": self.direction,
+            "method": self.method,
+        }
+        if self.uri is not None:
+            out["uri"] = self.uri
+        if self.version is not None:
+            out["version"] = str(self.version)
+        if self.delivered is not None:
+            out["delivered"] = "1" if self.delivered else "0"
+        if self.error is not None:
+            out["error"] = str(self.error)
+        return out
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> Event:
+        """Parse a stream entry; raises :class:`BadMessage` on a malformed one."""
+        try:
+            return cls(
+                ts_ms=int(fields["ts"]),
+                session=fields["session"],
+                client=fields["client"],
+                client_version=fields["client_version"],
+                protocol=fields["protocol"],
+                transport=fields["transport"],
+                direction=fields["direction"],
+                method=fields["method"],
+                uri=fields.get("uri"),
+                version=int(fields["version"]) if "version" in fields else None,
+                delivered=fields["delivered"] == "1" if "delivered" in fields else None,
+                error=int(fields["error"]) if "error" in fields else None,
+            )
+        except (KeyError, ValueError) as exc:
+            raise BadMessage(f"malformed event {fields!r}: {exc}") from exc

@@ -15,14 +15,23 @@ from dataclasses import dataclass
 logger = logging.getLogger("mcp_lab")
 
 
+UNKNOWN_CLIENT = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
-    """Who sent a message: the MCP session and the client behind it."""
+    """Who sent a message: the MCP session and the client behind it (its ``clientInfo``)."""
 
     session: str
-    client: str
+    client_name: str = UNKNOWN_CLIENT
+    client_version: str = "?"
     protocol: str = "?"
     transport: str = "?"
+
+    @property
+    def client(self) -> str:
+        """``name/version``, as the log shows it."""
+        return f"{self.client_name}/{self.client_version}"
 
 
 def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:

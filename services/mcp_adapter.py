@@ -9,10 +9,12 @@ Checked against fastmcp 4.2.3 and mcp 2.3.0.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from fastmcp import FastMCP
+from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
 from pydantic import BaseModel
 
@@ -42,7 +44,28 @@ def on_session_end(session: ServerSession, callback: Callable[[], Awaitable[None
     session._connection.exit_stack.push_async_callback(callback)
 
 
-def session_state(session: ServerSession) -> dict[str, Any]:
-    """A dict that lives as long as the client session behind ``session``."""
-    state: dict[str, Any] = session._connection.state
-    return state
+_SESSION_KEY = "mcp_lab_session_id"
+
+
+def session_key(session: ServerSession) -> str:
+    """A stable id of the client session behind ``session``.
+
+    The ``Mcp-Session-Id`` on stateful Streamable HTTP; on transports without one
+    (legacy SSE, stdio) an id minted once per session and kept on its connection.
+    """
+    connection = session._connection
+    if connection.session_id:
+        return str(connection.session_id)
+    state = connection.state
+    if _SESSION_KEY not in state:
+        state[_SESSION_KEY] = uuid.uuid4().hex
+    return str(state[_SESSION_KEY])
+
+
+def add_inbound_middleware(server: FastMCP, middleware: ServerMiddleware[Any]) -> None:
+    """Run ``middleware(ctx, call_next)`` on every inbound JSON-RPC message.
+
+    It sees requests, notifications, ``initialize`` and unknown methods, with raw
+    params, before FastMCP's own dispatch.
+    """
+    server._mcp_server.middleware.insert(0, middleware)

@@ -16,12 +16,15 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, store
-from services.eventlog import event
+from services.eventlog import Peer, event
+from services.evidence import Recorder
 from services.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
 
+UPDATED = "notifications/resources/updated"
+LIST_CHANGED = "notifications/resources/list_changed"
 _MAX_BACKOFF_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
 
@@ -29,10 +32,13 @@ _SHOWN_PAYLOAD_CHARS = 120
 class Relay:
     """Turns each message on the updates channel into notifications."""
 
-    def __init__(self, settings: LabSettings, redis: Redis, registry: SessionRegistry) -> None:
+    def __init__(
+        self, settings: LabSettings, redis: Redis, registry: SessionRegistry, recorder: Recorder
+    ) -> None:
         self._settings = settings
         self._redis = redis
         self._registry = registry
+        self._recorder = recorder
         self.state = "starting"
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
@@ -90,19 +96,24 @@ class Relay:
         version = message.version
         if version is None:
             version = await self._current_version(target, message.uri)
-        event("resource/update", f"uri={message.uri} version={version}", target.peer)
+        peer = target.peer
+        event("resource/update", f"uri={message.uri} version={version}", peer)
         try:
             await target.send_updated(message.uri)
-            event(
-                "notification/send",
-                f"notifications/resources/updated uri={message.uri}",
-                target.peer,
-            )
+            await self._sent(peer, UPDATED, message.uri, version)
             if self._settings.send_list_changed:
                 await target.send_list_changed()
-                event("notification/send", "notifications/resources/list_changed", target.peer)
+                await self._sent(peer, LIST_CHANGED, None, None)
         except Exception:
-            logger.exception("[relay] sending to session=%s failed", target.peer.session)
+            logger.exception("[relay] sending to session=%s failed", peer.session)
+
+    async def _sent(self, peer: Peer, method: str, uri: str | None, version: object) -> None:
+        delivered = self._registry.has_stream(peer.session)
+        detail = f"{method} uri={uri}" if uri else method
+        extra = "" if delivered else "delivered=no (no open GET stream)"
+        event("notification/send", detail, peer, extra)
+        recorded_version = version if isinstance(version, int) else None
+        await self._recorder.sent(peer, method, uri, recorded_version, delivered)
 
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)

@@ -19,15 +19,16 @@ from fastmcp import Context, FastMCP
 from fastmcp.server.dependencies import get_context
 from fastmcp.server.lifespan import lifespan
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 
-from services import contract, mcp_adapter, store
-from services.eventlog import Peer, event, setup_logging
+from services import contract, dashboard, evidence, mcp_adapter, store
+from services.eventlog import UNKNOWN_CLIENT, Peer, event, setup_logging
+from services.evidence import Recorder
 from services.relay import Relay
 from services.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -59,17 +60,29 @@ def redis_failed(exc: Exception) -> MCPError:
     return MCPError(code=INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}")
 
 
-def peer_of(ctx: Context, client_info: mcp_types.Implementation | None = None) -> Peer:
-    """The session and client behind a request."""
-    if client_info is None:
-        params = ctx.session.client_params
-        client_info = params.client_info if params is not None else None
-    client = f"{client_info.name}/{client_info.version}" if client_info else "unknown/?"
+def transport_of(request: Any, mcp_path: str) -> str:
+    """The transport a message came over: no HTTP request means stdio."""
+    if request is None:
+        return "stdio"
+    path = getattr(getattr(request, "url", None), "path", "")
+    return "streamable-http" if path.rstrip("/") == mcp_path.rstrip("/") else "sse"
+
+
+def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: Any = None) -> Peer:
+    """The session and client behind a message. ``client_info`` is the raw
+    ``clientInfo`` while ``initialize`` itself is handled (not stored yet)."""
+    if client_info is None and session.client_params is not None:
+        client_info = session.client_params.client_info
+    if isinstance(client_info, dict):
+        name, version = client_info.get("name"), client_info.get("version")
+    else:
+        name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
     return Peer(
-        session=ctx.session_id,
-        client=client,
-        protocol=ctx.session.protocol_version,
-        transport=ctx.transport or "?",
+        session=mcp_adapter.session_key(session),
+        client_name=str(name) if name else UNKNOWN_CLIENT,
+        client_version=str(version) if version else "?",
+        protocol=session.protocol_version,
+        transport=transport_of(request, mcp_path),
     )
 
 
@@ -80,7 +93,17 @@ class Lab:
     settings: LabSettings
     redis: Redis
     registry: SessionRegistry
+    recorder: Recorder
     relay: Relay
+
+    def peer(self, ctx: Context, client_info: Any = None) -> Peer:
+        """The peer behind a FastMCP handler's context."""
+        request = ctx.request_context.request if ctx.request_context is not None else None
+        return make_peer(ctx.session, request, self.settings.path, client_info)
+
+    def peer_of_request(self, ctx: ServerRequestContext[Any], client_info: Any) -> Peer:
+        """The peer behind a low-level request context."""
+        return make_peer(ctx.session, ctx.request, self.settings.path, client_info)
 
     def scope(self, peer: Peer) -> str:
         return contract.scope_of(peer.session, self.settings.state_scope)
@@ -105,7 +128,7 @@ class EventLogMiddleware(Middleware):
         ctx = context.fastmcp_context
         if ctx is not None:
             params = getattr(context.message, "params", None)
-            peer = peer_of(ctx, getattr(params, "client_info", None))
+            peer = self._lab.peer(ctx, getattr(params, "client_info", None))
             self._lab.registry.remember(peer)
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
             event(
@@ -118,14 +141,14 @@ class EventLogMiddleware(Middleware):
 
     async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         if context.fastmcp_context is not None:
-            event("resources/list", "requested", peer_of(context.fastmcp_context))
+            event("resources/list", "requested", self._lab.peer(context.fastmcp_context))
         return await call_next(context)
 
     async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
         if uri not in contract.CATALOG and ctx is not None:
-            event("resources/read", f"uri={uri}", peer_of(ctx), "error=not-found")
+            event("resources/read", f"uri={uri}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
 
@@ -144,7 +167,8 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     """The FastMCP server of the lab and the state its handlers share."""
     redis = store.connect(settings.redis_url)
     registry = SessionRegistry()
-    lab = Lab(settings, redis, registry, Relay(settings, redis, registry))
+    recorder = Recorder(redis, settings.events_max)
+    lab = Lab(settings, redis, registry, recorder, Relay(settings, redis, registry, recorder))
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -176,8 +200,9 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         mime_type=contract.STATUS_MIME_TYPE,
     )
     async def review_status(ctx: Context) -> str:
-        peer = peer_of(ctx)
+        peer = lab.peer(ctx)
         version, text = await lab.read(peer, contract.STATUS_URI)
+        evidence.annotate(version=version)
         event("resources/read", f"uri={contract.STATUS_URI} version={version}", peer)
         return text
 
@@ -185,14 +210,14 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
 
         @server.tool(name="get_review_status", description="Current text of test://review/status.")
         async def get_review_status(ctx: Context) -> str:
-            peer = peer_of(ctx)
+            peer = lab.peer(ctx)
             version, text = await lab.read(peer, contract.STATUS_URI)
             event("tools/call", f"get_review_status version={version}", peer)
             return text
 
     async def subscribe(_: Any, params: mcp_types.SubscribeRequestParams) -> mcp_types.EmptyResult:
         ctx = get_context()
-        peer = peer_of(ctx)
+        peer = lab.peer(ctx)
         uri = str(params.uri)
         if uri not in contract.CATALOG:
             event("resources/subscribe", f"uri={uri}", peer, "error=not-found")
@@ -217,7 +242,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     async def unsubscribe(
         _: Any, params: mcp_types.UnsubscribeRequestParams
     ) -> mcp_types.EmptyResult:
-        peer = peer_of(get_context())
+        peer = lab.peer(get_context())
         uri = str(params.uri)
         if uri not in contract.CATALOG:
             event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
@@ -238,21 +263,8 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     )
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
-
-    @server.custom_route("/healthz", methods=["GET"])
-    async def healthz(_: Request) -> JSONResponse:
-        try:
-            redis_ok = bool(await redis.ping())
-        except (RedisError, OSError):
-            redis_ok = False
-        healthy = redis_ok and lab.relay.state == "subscribed"
-        body = {
-            "status": "ok" if healthy else "degraded",
-            "redis": "ok" if redis_ok else "unreachable",
-            "relay": lab.relay.state,
-            "sessions": len(registry),
-        }
-        return JSONResponse(body, status_code=200 if healthy else 503)
+    mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
+    dashboard.add_routes(server, redis, lab.relay, registry)
 
     return server, lab
 

@@ -31,6 +31,23 @@ class SessionRegistry:
     def __init__(self) -> None:
         self._by_session: dict[str, Subscriber] = {}
         self._peers: dict[str, Peer] = {}
+        self._open_streams: dict[str, int] = {}
+
+    def stream_opened(self, session: str) -> None:
+        """A standalone GET stream of ``session`` opened here."""
+        self._open_streams[session] = self._open_streams.get(session, 0) + 1
+
+    def stream_closed(self, session: str) -> None:
+        """A standalone GET stream of ``session`` closed."""
+        left = self._open_streams.get(session, 0) - 1
+        if left > 0:
+            self._open_streams[session] = left
+        else:
+            self._open_streams.pop(session, None)
+
+    def has_stream(self, session: str) -> bool:
+        """Whether a notification to ``session`` has an open stream to travel on."""
+        return self._open_streams.get(session, 0) > 0
 
     def remember(self, peer: Peer) -> None:
         """Note a session that initialized here, subscribed or not."""

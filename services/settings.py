@@ -45,6 +45,9 @@ class LabSettings(BaseSettings):
     state_ttl_seconds: int = Field(
         86400, ge=60, description="Lifetime in Redis of a session's state after its last update."
     )
+    events_max: int = Field(
+        100_000, ge=1000, description="Events kept in the evidence record (older ones drop out)."
+    )
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )

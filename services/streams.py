@@ -31,13 +31,14 @@ class StreamLogMiddleware:
             await self._app(scope, receive, send)
             return
         session = dict(scope["headers"]).get(_SESSION_HEADER, b"").decode("latin-1")
-        peer = self._registry.peer(session) or Peer(session=session or "-", client="unknown/?")
+        peer = self._registry.peer(session) or Peer(session=session or "-")
         status: list[int] = []
 
         async def watch(message: dict) -> None:  # type: ignore[type-arg]
             if message["type"] == "http.response.start":
                 status.append(message["status"])
                 if message["status"] == 200:
+                    self._registry.stream_opened(peer.session)
                     event("stream/open", "GET", peer)
             await send(message)
 
@@ -45,4 +46,5 @@ class StreamLogMiddleware:
             await self._app(scope, receive, watch)
         finally:
             if status and status[0] == 200:
+                self._registry.stream_closed(peer.session)
                 event("stream/close", "GET", peer)

@@ -198,3 +198,65 @@ async def connect(url: str, name: str = "pytest-client") -> AsyncIterator[LabCli
             client = LabClient(session=session, name=name)
             client.init = await session.initialize()
             yield client
+
+
+class RawSession:
+    """A hand-made Streamable HTTP client: JSON-RPC over POST, and no GET stream
+    unless asked for. For clients that the SDK would not imitate."""
+
+    def __init__(self, url: str, name: str = "raw-client") -> None:
+        import httpx2
+
+        self.url = url
+        self.name = name
+        self.session_id: str | None = None
+        self._http = httpx2.AsyncClient(timeout=10)
+        self._next_id = 0
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+            headers["MCP-Protocol-Version"] = "2025-11-25"
+        return headers
+
+    async def post(self, body: object) -> tuple[int, dict | None]:
+        """POST one JSON-RPC message; returns the status and the JSON-RPC reply, if any."""
+        import json
+
+        response = await self._http.post(self.url, json=body, headers=self._headers())
+        if "mcp-session-id" in response.headers:
+            self.session_id = response.headers["mcp-session-id"]
+        text = response.text
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+            text = next((d for d in data if d), "")
+        return response.status_code, (json.loads(text) if text else None)
+
+    async def request(self, method: str, params: dict | None = None) -> dict:
+        self._next_id += 1
+        body: dict = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        status, reply = await self.post(body)
+        assert status == 200 and reply is not None, (status, reply)
+        return reply
+
+    async def initialize(self) -> dict:
+        reply = await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": self.name, "version": "0.1"},
+            },
+        )
+        status, _ = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert status == 202
+        return reply

@@ -13,7 +13,7 @@ async def _noop(*_: object) -> None:
 
 
 def _subscriber(session: str) -> Subscriber:
-    return Subscriber(Peer(session, "c/1"), send_updated=_noop, send_list_changed=_noop)
+    return Subscriber(Peer(session, "c", "1"), send_updated=_noop, send_list_changed=_noop)
 
 
 def test_subscribers_are_found_by_uri_and_by_session() -> None:

@@ -1,0 +1,107 @@
+"""HTTP routes beside MCP on the server's port: the dashboard, its data, and health.
+
+``/``            the live dashboard (a static page, services/dashboard.html)
+``/api/report``  the current run's report as JSON
+``/api/stream``  server-sent events: the report again whenever evidence is recorded
+``/healthz``     Redis reachability and the relay's state (503 when degraded)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastmcp import FastMCP
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+
+from services import contract, evidence, report, scoring
+from services.relay import Relay
+from services.sessions import SessionRegistry
+
+logger = logging.getLogger("mcp_lab")
+
+PAGE = Path(__file__).with_name("dashboard.html")
+_BLOCK_MS = 5_000  # below the Redis client socket timeout
+_RETRY_SECONDS = 2.0
+
+
+async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, Any]:
+    """The report of ``run_id`` (the current run when None) as plain data."""
+    run, first, last = await evidence.run_bounds(redis, run_id)
+    events = await evidence.read_events(redis, first, last)
+    clients = scoring.score_clients(events)
+    return report.to_json(run, clients, evidence.now_ms())
+
+
+async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
+    last_id = "$"
+    sent_first = False
+    while not await request.is_disconnected():
+        try:
+            if not sent_first:
+                tail = await redis.xrevrange(contract.EVENTS_STREAM, count=1)
+                last_id = tail[0][0] if tail else "0-0"
+                yield _sse(await current_report(redis))
+                sent_first = True
+            reply = await redis.xread({contract.EVENTS_STREAM: last_id}, block=_BLOCK_MS)
+            if not reply:
+                yield ": keepalive\n\n"
+                continue
+            last_id = reply[0][1][-1][0]
+            yield _sse(await current_report(redis))
+        except (RedisError, OSError) as exc:
+            logger.warning("[dashboard] redis unavailable (%s); retrying", exc)
+            yield ": redis unavailable\n\n"
+            sent_first = False
+            await asyncio.sleep(_RETRY_SECONDS)
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"event: report\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def add_routes(server: FastMCP, redis: Redis, relay: Relay, registry: SessionRegistry) -> None:
+    """Register the dashboard and health routes on ``server``."""
+
+    @server.custom_route("/", methods=["GET"])
+    async def page(_: Request) -> Response:
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    @server.custom_route("/api/report", methods=["GET"])
+    async def api_report(_: Request) -> Response:
+        try:
+            return JSONResponse(await current_report(redis))
+        except (RedisError, OSError) as exc:
+            return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
+
+    @server.custom_route("/api/stream", methods=["GET"])
+    async def api_stream(request: Request) -> Response:
+        return StreamingResponse(
+            _report_stream(redis, request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(_: Request) -> Response:
+        try:
+            redis_ok = bool(await redis.ping())
+        except (RedisError, OSError):
+            redis_ok = False
+        healthy = redis_ok and relay.state == "subscribed"
+        body = {
+            "status": "ok" if healthy else "degraded",
+            "redis": "ok" if redis_ok else "unreachable",
+            "relay": relay.state,
+            "relayed": relay.messages_relayed,
+            "ignored": relay.messages_ignored,
+            "sessions": len(registry),
+        }
+        return JSONResponse(body, status_code=200 if healthy else 503)

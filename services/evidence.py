@@ -1,0 +1,188 @@
+"""The evidence record: every message in and every notification out, kept in Redis.
+
+The record is the stream ``mcp:events`` (bounded, shared by all server replicas).
+Observation runs are delimited by entries of ``mcp:runs``: a run covers the
+events from its start to the next run's start. Recording never fails a request;
+while Redis is unreachable the lost events are counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services import contract
+from services.eventlog import Peer
+
+logger = logging.getLogger("mcp_lab")
+
+INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
+_READ_PAGE = 1000
+
+# What a handler learnt while serving the current message (the resource version
+# it read), picked up by the recording middleware when the handler returns.
+_annotations: ContextVar[dict[str, Any] | None] = ContextVar("mcp_lab_annotations", default=None)
+
+
+def annotate(**fields: Any) -> None:
+    """Attach fields (``version=...``) to the event of the message being handled."""
+    current = _annotations.get()
+    if current is not None:
+        current.update(fields)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Recorder:
+    """Writes events to Redis."""
+
+    def __init__(self, redis: Redis, max_events: int) -> None:
+        self._redis = redis
+        self._max_events = max_events
+        self.lost = 0
+
+    async def record(self, event: contract.Event) -> None:
+        """Add one event; on a Redis error count it as lost and log it (never raises)."""
+        try:
+            await self._redis.xadd(
+                contract.EVENTS_STREAM,
+                event.fields(),  # type: ignore[arg-type]
+                maxlen=self._max_events,
+                approximate=True,
+            )
+        except (RedisError, OSError) as exc:
+            self.lost += 1
+            logger.warning(
+                "[evidence] event not recorded (%s); %d lost so far: %s %s session=%s",
+                exc,
+                self.lost,
+                event.direction,
+                event.method,
+                event.session,
+            )
+
+    async def sent(
+        self, peer: Peer, method: str, uri: str | None, version: int | None, delivered: bool
+    ) -> None:
+        """Record a notification sent to ``peer``."""
+        await self.record(_event(peer, "out", method, now_ms(), uri, version, delivered=delivered))
+
+    def middleware(
+        self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]
+    ) -> Callable[[ServerRequestContext[Any], CallNext], Any]:
+        """A low-level server middleware recording every inbound message."""
+
+        async def record_inbound(
+            ctx: ServerRequestContext[Any], call_next: CallNext
+        ) -> HandlerResult:
+            received = now_ms()
+            notes: dict[str, Any] = {}
+            token = _annotations.set(notes)
+            error: int | None = None
+            try:
+                return await call_next(ctx)
+            except MCPError as exc:
+                error = exc.error.code
+                raise
+            except ValidationError:
+                error = INVALID_PARAMS
+                raise
+            except Exception:
+                error = INTERNAL_ERROR
+                raise
+            finally:
+                _annotations.reset(token)
+                params = ctx.params if isinstance(ctx.params, dict) else {}
+                uri = params.get("uri")
+                peer = peer_of(ctx, params.get("clientInfo"))
+                await self.record(
+                    _event(
+                        peer,
+                        "in",
+                        ctx.method,
+                        received,
+                        uri if isinstance(uri, str) else None,
+                        notes.get("version"),
+                        error=error,
+                    )
+                )
+
+        return record_inbound
+
+
+def _event(
+    peer: Peer,
+    direction: str,
+    method: str,
+    ts_ms: int,
+    uri: str | None,
+    version: int | None,
+    *,
+    delivered: bool | None = None,
+    error: int | None = None,
+) -> contract.Event:
+    return contract.Event(
+        ts_ms=ts_ms,
+        session=peer.session,
+        client=peer.client_name,
+        client_version=peer.client_version,
+        protocol=peer.protocol,
+        transport=peer.transport,
+        direction=direction,
+        method=method,
+        uri=uri,
+        version=version,
+        delivered=delivered,
+        error=error,
+    )
+
+
+async def start_run(redis: Redis) -> str:
+    """Begin a new observation run; returns its id."""
+    run_id: str = await redis.xadd(contract.RUNS_STREAM, {"reason": "reset"})
+    return run_id
+
+
+async def run_bounds(redis: Redis, run_id: str | None) -> tuple[str, str, str]:
+    """(run id, first event id, last event id) of ``run_id``, or of the current run.
+
+    Before any ``mcp-lab reset`` the current run is everything recorded so far,
+    with id ``0-0``.
+    """
+    if run_id is None:
+        latest = await redis.xrevrange(contract.RUNS_STREAM, count=1)
+        return (latest[0][0], latest[0][0], "+") if latest else ("0-0", "-", "+")
+    found = await redis.xrange(contract.RUNS_STREAM, min=run_id, max=run_id)
+    if not found and run_id != "0-0":
+        raise LookupError(f"no run with id {run_id!r}")
+    following = await redis.xrange(contract.RUNS_STREAM, min=f"({run_id}", count=1)
+    end = f"({following[0][0]}" if following else "+"
+    return run_id, run_id if found else "-", end
+
+
+async def read_events(redis: Redis, first: str, last: str = "+") -> list[contract.Event]:
+    """Every well-formed event recorded between two stream ids (inclusive)."""
+    events: list[contract.Event] = []
+    start = first
+    while True:
+        page = await redis.xrange(contract.EVENTS_STREAM, min=start, max=last, count=_READ_PAGE)
+        for _entry_id, fields in page:
+            try:
+                events.append(contract.Event.from_fields(fields))
+            except contract.BadMessage as exc:
+                logger.warning("[evidence] skipped %s", exc)
+        if len(page) < _READ_PAGE:
+            return events
+        start = f"({page[-1][0]}"

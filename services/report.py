@@ -1,0 +1,172 @@
+"""Renderings of the scores: JSON (machines, the dashboard), a terminal table, markdown notes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from services.contract import Event, entry_time_ms
+from services.scoring import CHECKPOINTS, LEVEL_NAMES, ClientScore, SessionScore
+
+_CHECKPOINT_TITLES = {
+    "connected": "connect",
+    "discovered": "list",
+    "read_initial": "read v1",
+    "subscribed": "subscribe",
+    "notified": "notified",
+    "re_read": "re-read",
+}
+
+
+def iso(ms: int | None) -> str | None:
+    """ISO 8601 UTC with milliseconds, or None."""
+    if ms is None:
+        return None
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def clock(ms: int | None) -> str:
+    """HH:MM:SS.mmm (UTC), or a dash."""
+    text = iso(ms)
+    return text[11:23] if text else "-"
+
+
+def run_start_ms(run_id: str) -> int | None:
+    return entry_time_ms(run_id) if run_id != "0-0" else None
+
+
+def _event_json(event: Event) -> dict[str, Any]:
+    return {
+        "time": iso(event.ts_ms),
+        "direction": event.direction,
+        "method": event.method,
+        "uri": event.uri,
+        "version": event.version,
+        "delivered": event.delivered,
+        "error": event.error,
+    }
+
+
+def _session_json(score: SessionScore) -> dict[str, Any]:
+    return {
+        "session": score.session,
+        "protocol": score.protocol,
+        "transport": score.transport,
+        "level": score.level,
+        "level_name": LEVEL_NAMES[score.level],
+        "checkpoints": {name: iso(ms) for name, ms in score.checkpoints.items()},
+        "reread_delay_ms": score.reread_delay_ms,
+        "dropped_notifications": score.dropped_notifications,
+        "notes": score.notes,
+        "events": [_event_json(e) for e in score.events],
+    }
+
+
+def to_json(run_id: str, clients: list[ClientScore], generated_ms: int) -> dict[str, Any]:
+    """The report as plain data (what ``--format json`` and ``/api/report`` give)."""
+    return {
+        "run": {"id": run_id, "started": iso(run_start_ms(run_id))},
+        "generated": iso(generated_ms),
+        "levels": {str(k): v for k, v in LEVEL_NAMES.items()},
+        "clients": [
+            {
+                "client": c.client,
+                "version": c.version,
+                "level": c.level,
+                "level_name": LEVEL_NAMES[c.level],
+                "best_session": c.best.session,
+                "notes": c.notes,
+                "sessions": [_session_json(s) for s in c.sessions],
+            }
+            for c in clients
+        ],
+    }
+
+
+def to_table(run_id: str, clients: list[ClientScore]) -> str:
+    """A terminal table: one row per client (its best session), then its sessions."""
+    started = clock(run_start_ms(run_id)) if run_id != "0-0" else "(since the record began)"
+    lines = [f"run {run_id} started {started} UTC, {len(clients)} client(s)", ""]
+    if not clients:
+        lines.append("no client has connected in this run")
+        return "\n".join(lines)
+    header = ["client", "level", *(_CHECKPOINT_TITLES[c] for c in CHECKPOINTS), "re-read after"]
+    rows = [header]
+    for client in clients:
+        best = client.best
+        rows.append(
+            [
+                f"{client.client}/{client.version}",
+                f"{client.level} {LEVEL_NAMES[client.level]}",
+                *(clock(best.checkpoints[c]) for c in CHECKPOINTS),
+                _delay(best.reread_delay_ms),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for index, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for client in clients:
+        lines.append("")
+        lines.append(f"{client.client}/{client.version}: level {client.level}")
+        for session in client.sessions:
+            lines.append(
+                f"  session {session.session} ({session.protocol}, {session.transport}): "
+                f"level {session.level} {LEVEL_NAMES[session.level]}"
+            )
+        for note in client.notes:
+            lines.append(f"  - {note}")
+    return "\n".join(lines)
+
+
+def _delay(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.3f}s"
+
+
+def _yes(ms: int | None, detail: str = "") -> str:
+    if ms is None:
+        return "no"
+    return f"yes{detail} ({clock(ms)} UTC)"
+
+
+def to_markdown(run_id: str, clients: list[ClientScore]) -> str:
+    """Compatibility notes, one block per client, filled in from the evidence."""
+    started = iso(run_start_ms(run_id)) or "the start of the record"
+    blocks = [f"<!-- mcp-subscribe-lab run {run_id}, since {started} -->"]
+    for client in clients:
+        best = client.best
+        marks = best.checkpoints
+        sessions = len(client.sessions)
+        connection = (
+            f"yes, {best.protocol} over {best.transport}"
+            f" ({sessions} session{'s' if sessions > 1 else ''})"
+            if marks["connected"]
+            else "no initialize or server/discover recorded"
+        )
+        received = _yes(marks["notified"], ", on an open stream")
+        if marks["notified"] is None and best.dropped_notifications:
+            received = f"no: {best.dropped_notifications} sent but dropped (no open GET stream)"
+        reread = _yes(marks["re_read"], ", version 2 or later")
+        if best.reread_delay_ms is not None:
+            reread += f", {_delay(best.reread_delay_ms)} after the notification"
+        notes = "; ".join([f"level {client.level} ({LEVEL_NAMES[client.level]})", *client.notes])
+        blocks.append(
+            "\n".join(
+                [
+                    f"## {client.client} {client.version}",
+                    "",
+                    f"- MCP connection: {connection}",
+                    f"- Calls resources/list? {_yes(marks['discovered'])}",
+                    f"- Calls resources/read? {_yes(marks['read_initial'], ', version 1')}",
+                    f"- Calls resources/subscribe? {_yes(marks['subscribed'])}",
+                    f"- Receives notifications/resources/updated? {received}",
+                    f"- Re-reads after the update? {reread}",
+                    f"- Notes: {notes}",
+                ]
+            )
+        )
+    if not clients:
+        blocks.append("No client has connected in this run.")
+    return "\n\n".join(blocks) + "\n"

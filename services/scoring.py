@@ -1,0 +1,175 @@
+"""Scoring: how far each session and each client got, from the evidence alone.
+
+Levels follow the lab's evidence levels (0-7). A session reaches the highest
+level whose evidence is recorded; a client is scored by its best session.
+Level 7 (the new content reached the model) is not observable by the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from services.contract import STATUS_URI, Event
+
+LEVEL_NAMES: dict[int, str] = {
+    0: "no connection",
+    1: "connected",
+    2: "discovered",
+    3: "read initial",
+    4: "subscribed",
+    5: "notified",
+    6: "re-read",
+    7: "reflected",
+}
+# The checkpoint that gives each level from 1 to 6.
+CHECKPOINTS: tuple[str, ...] = (
+    "connected",
+    "discovered",
+    "read_initial",
+    "subscribed",
+    "notified",
+    "re_read",
+)
+UPDATED = "notifications/resources/updated"
+_CONNECT_METHODS = frozenset({"initialize", "server/discover"})
+_SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
+
+
+@dataclass
+class SessionScore:
+    session: str
+    client: str
+    client_version: str
+    protocol: str
+    transport: str
+    checkpoints: dict[str, int | None]
+    dropped_notifications: int = 0
+    notes: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def level(self) -> int:
+        reached = [i + 1 for i, name in enumerate(CHECKPOINTS) if self.checkpoints[name]]
+        return max(reached, default=0)
+
+    @property
+    def reread_delay_ms(self) -> int | None:
+        notified, reread = self.checkpoints["notified"], self.checkpoints["re_read"]
+        return reread - notified if notified is not None and reread is not None else None
+
+
+@dataclass
+class ClientScore:
+    client: str
+    version: str
+    sessions: list[SessionScore]
+
+    @property
+    def best(self) -> SessionScore:
+        """The session that got furthest (the earliest one among equals)."""
+        return max(self.sessions, key=lambda s: (s.level, -s.events[0].ts_ms))
+
+    @property
+    def level(self) -> int:
+        return self.best.level
+
+    @property
+    def notes(self) -> list[str]:
+        notes = list(self.best.notes)
+        if len(self.sessions) > 1:
+            notes.append(f"{len(self.sessions)} sessions; scored by the best one")
+        return notes
+
+
+def _ok(event: Event, direction: str, methods: Iterable[str], uri: str | None = None) -> bool:
+    return (
+        event.direction == direction
+        and event.method in methods
+        and event.error is None
+        and (uri is None or event.uri == uri)
+    )
+
+
+def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
+    """Score one session's events (all of one session id)."""
+    ordered = sorted(events, key=lambda e: e.ts_ms)
+    first = ordered[0]
+    named = next((e for e in ordered if e.client != "unknown"), first)
+    marks: dict[str, int | None] = dict.fromkeys(CHECKPOINTS)
+    score = SessionScore(
+        session=first.session,
+        client=named.client,
+        client_version=named.client_version,
+        protocol=named.protocol,
+        transport=named.transport,
+        checkpoints=marks,
+        events=ordered,
+    )
+    polled: list[Event] = []
+    tools = 0
+    for event in ordered:
+        if _ok(event, "in", _CONNECT_METHODS):
+            marks["connected"] = marks["connected"] or event.ts_ms
+        elif _ok(event, "in", {"resources/list"}):
+            marks["discovered"] = marks["discovered"] or event.ts_ms
+        elif _ok(event, "in", {"resources/read"}, uri) and event.version is not None:
+            if event.version == 1:
+                marks["read_initial"] = marks["read_initial"] or event.ts_ms
+            elif marks["notified"] is not None:
+                marks["re_read"] = marks["re_read"] or event.ts_ms
+            else:
+                polled.append(event)
+        elif _ok(event, "in", _SUBSCRIBE_METHODS, uri):
+            marks["subscribed"] = marks["subscribed"] or event.ts_ms
+        elif _ok(event, "out", {UPDATED}, uri):
+            if event.delivered:
+                marks["notified"] = marks["notified"] or event.ts_ms
+            else:
+                score.dropped_notifications += 1
+        elif _ok(event, "in", {"tools/call"}):
+            tools += 1
+    score.notes = _notes(score, polled, tools)
+    return score
+
+
+def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
+    marks = score.checkpoints
+    notes: list[str] = []
+    if marks["subscribed"] is None and (marks["read_initial"] or polled):
+        notes.append("read the resource but never subscribed")
+    if score.dropped_notifications:
+        notes.append(
+            f"{score.dropped_notifications} notification(s) dropped: "
+            "no open stream to carry them (no GET stream open)"
+        )
+    if marks["subscribed"] and marks["notified"] is None and not score.dropped_notifications:
+        notes.append("subscribed; no notification sent yet (the update may still be pending)")
+    if marks["notified"] and marks["re_read"] is None:
+        notes.append("notified but never re-read")
+    if polled:
+        notes.append(
+            f"read version {polled[0].version} without a delivered notification before it "
+            "(polling, or another session's update)"
+        )
+    if tools:
+        notes.append(f"{tools} tool call(s); tool calls never raise the level")
+    if score.level == 6:
+        notes.append("whether the new content reached the model (level 7) is not visible here")
+    return notes
+
+
+def score_clients(events: Iterable[Event]) -> list[ClientScore]:
+    """Score every client seen in ``events``, best level first."""
+    by_session: dict[str, list[Event]] = {}
+    for event in events:
+        by_session.setdefault(event.session, []).append(event)
+    by_client: dict[tuple[str, str], list[SessionScore]] = {}
+    for session_events in by_session.values():
+        session = score_session(session_events)
+        by_client.setdefault((session.client, session.client_version), []).append(session)
+    clients = [
+        ClientScore(name, version, sorted(sessions, key=lambda s: s.events[0].ts_ms))
+        for (name, version), sessions in by_client.items()
+    ]
+    return sorted(clients, key=lambda c: (-c.level, c.client, c.version))

@@ -1,0 +1,167 @@
+"""Scoring over recorded event sequences: every level, and the ways a flow falls short."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.contract import STATUS_URI, Event
+from services.report import to_markdown, to_table
+from services.scoring import LEVEL_NAMES, score_clients, score_session
+
+UPDATED = "notifications/resources/updated"
+
+
+def ev(
+    ts,
+    method,
+    direction="in",
+    *,
+    session="s1",
+    client="cli",
+    uri=None,
+    version=None,
+    delivered=None,
+    error=None,
+) -> Event:
+    return Event(
+        ts,
+        session,
+        client,
+        "1.0",
+        "2025-11-25",
+        "streamable-http",
+        direction,
+        method,
+        uri,
+        version,
+        delivered,
+        error,
+    )
+
+
+CONNECT = ev(1000, "initialize")
+LIST = ev(1100, "resources/list")
+READ_1 = ev(1200, "resources/read", uri=STATUS_URI, version=1)
+SUBSCRIBE = ev(1300, "resources/subscribe", uri=STATUS_URI)
+NOTIFIED = ev(6300, UPDATED, "out", uri=STATUS_URI, version=2, delivered=True)
+DROPPED = ev(6300, UPDATED, "out", uri=STATUS_URI, version=2, delivered=False)
+READ_2 = ev(6420, "resources/read", uri=STATUS_URI, version=2)
+
+
+@pytest.mark.parametrize(
+    ("events", "level"),
+    [
+        ([ev(900, "notifications/initialized")], 0),
+        ([CONNECT], 1),
+        ([CONNECT, LIST], 2),
+        ([CONNECT, LIST, READ_1], 3),
+        ([CONNECT, LIST, READ_1, SUBSCRIBE], 4),
+        ([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED], 5),
+        ([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, READ_2], 6),
+        ([ev(1000, "server/discover"), LIST], 2),
+        ([CONNECT, ev(1300, "subscriptions/listen", uri=STATUS_URI)], 4),
+    ],
+)
+def test_each_level_needs_its_evidence(events, level) -> None:
+    assert score_session(events).level == level
+
+
+def test_full_flow_has_every_checkpoint_and_the_reread_delay() -> None:
+    score = score_session([READ_2, NOTIFIED, SUBSCRIBE, READ_1, LIST, CONNECT])  # any order
+    assert score.level == 6
+    assert score.checkpoints == {
+        "connected": 1000,
+        "discovered": 1100,
+        "read_initial": 1200,
+        "subscribed": 1300,
+        "notified": 6300,
+        "re_read": 6420,
+    }
+    assert score.reread_delay_ms == 120
+    assert any("level 7" in note for note in score.notes)
+
+
+def test_subscribed_but_the_notification_was_dropped() -> None:
+    score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, DROPPED, READ_2])
+    assert score.level == 4
+    assert score.dropped_notifications == 1
+    assert score.checkpoints["notified"] is None
+    assert any("dropped" in note for note in score.notes)
+    # The re-read without a delivered notification does not count as level 6.
+    assert score.checkpoints["re_read"] is None
+    assert any("without a delivered notification" in note for note in score.notes)
+
+
+def test_notified_but_never_reread() -> None:
+    score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED])
+    assert score.level == 5
+    assert "notified but never re-read" in score.notes
+
+
+def test_read_before_the_notification_is_not_a_reread() -> None:
+    early_v2 = ev(6000, "resources/read", uri=STATUS_URI, version=2)
+    score = score_session([CONNECT, SUBSCRIBE, early_v2, NOTIFIED])
+    assert score.level == 5
+    assert score.checkpoints["re_read"] is None
+
+
+def test_errors_and_other_uris_are_no_evidence() -> None:
+    failed_subscribe = ev(1300, "resources/subscribe", uri=STATUS_URI, error=-32603)
+    other = ev(1200, "resources/read", uri="test://other", version=1, error=-32002)
+    assert score_session([CONNECT, other, failed_subscribe]).level == 1
+
+
+def test_tool_calls_never_raise_the_level() -> None:
+    tool = ev(1200, "tools/call")
+    score = score_session([CONNECT, LIST, tool, tool])
+    assert score.level == 2
+    assert any("2 tool call(s)" in note for note in score.notes)
+
+
+def test_a_client_is_scored_by_its_best_session_with_all_listed() -> None:
+    first = [
+        ev(t.ts_ms, t.method, t.direction, session="a", uri=t.uri, version=t.version)
+        for t in (CONNECT, LIST)
+    ]
+    second = [
+        ev(
+            e.ts_ms + 10_000,
+            e.method,
+            e.direction,
+            session="b",
+            uri=e.uri,
+            version=e.version,
+            delivered=e.delivered,
+        )
+        for e in (CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, READ_2)
+    ]
+    other = [ev(500, "initialize", session="c", client="other")]
+    clients = score_clients(first + second + other)
+    assert [(c.client, c.level) for c in clients] == [("cli", 6), ("other", 1)]
+    assert clients[0].best.session == "b"
+    assert [s.session for s in clients[0].sessions] == ["a", "b"]
+    assert any("2 sessions" in note for note in clients[0].notes)
+
+
+def test_markdown_block_follows_the_compatibility_notes_layout() -> None:
+    clients = score_clients([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, READ_2])
+    text = to_markdown("0-0", clients)
+    lines = [line for line in text.splitlines() if line.startswith(("## ", "- "))]
+    assert lines == [
+        "## cli 1.0",
+        "- MCP connection: yes, 2025-11-25 over streamable-http (1 session)",
+        "- Calls resources/list? yes (00:00:01.100 UTC)",
+        "- Calls resources/read? yes, version 1 (00:00:01.200 UTC)",
+        "- Calls resources/subscribe? yes (00:00:01.300 UTC)",
+        "- Receives notifications/resources/updated? yes, on an open stream (00:00:06.300 UTC)",
+        "- Re-reads after the update? yes, version 2 or later (00:00:06.420 UTC), "
+        "0.120s after the notification",
+        "- Notes: level 6 (re-read); whether the new content reached the model (level 7) "
+        "is not visible here",
+    ]
+
+
+def test_table_names_every_level() -> None:
+    clients = score_clients([CONNECT, LIST, READ_1])
+    table = to_table("0-0", clients)
+    assert "cli/1.0" in table and f"3 {LEVEL_NAMES[3]}" in table
