@@ -43,6 +43,7 @@ async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, A
 async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
     last_id = "$"
     sent_first = False
+    yield "retry: 1000\n\n"  # the browser reconnects a second after a lost stream
     while not await request.is_disconnected():
         try:
             if not sent_first:

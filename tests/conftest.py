@@ -21,6 +21,7 @@ import redis
 
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.embedded_redis import RedisNotFound, free_port, start_redis
+from tests import browser as chromium
 from tests.lab import LabProcess, start_server, start_updater
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -140,3 +141,37 @@ def lab(redis_url: str) -> Iterator[Processes]:
     processes = Processes(redis_url)
     yield processes
     processes.stop_all()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through Playwright (skipped without it, failed in CI)."""
+    reason = chromium.missing()
+    if reason:
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    chromium.expect.set_options(timeout=chromium.WAIT_MS)
+    with chromium.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(chromium.CHROMIUM), headless=True, args=chromium.CHROMIUM_ARGS
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(chromium.WAIT_MS)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture
+def errors(page):
+    """Console errors and uncaught exceptions of ``page``."""
+    seen = []
+    page.on("console", lambda msg: msg.type == "error" and seen.append(msg.text))
+    page.on("pageerror", lambda exc: seen.append(f"uncaught: {exc}"))
+    return seen

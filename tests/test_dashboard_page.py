@@ -1,0 +1,358 @@
+"""The dashboard page (``services/dashboard.html``) in a real headless Chromium.
+
+A small Starlette stand-in serves the page as the lab does (``/``), a report
+(``/api/report``) and a Server-Sent Events stream of reports (``/api/stream``),
+with uvicorn on a free 127.0.0.1 port in a background thread. The test decides
+when the stream sends the next report (``StubLab.publish``), so nothing waits
+on a clock. Playwright drives Debian's chromium (``apt-get install chromium``);
+without it these tests skip, and with ``CI=true`` they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.browser import ARTIFACTS, expect
+
+PAGE = Path(__file__).resolve().parent.parent / "services" / "dashboard.html"
+
+URI = "test://review/status"
+RUN_ID = "1796032824497-0"
+SESSION = "92520d78a3b7430fba4eb9888d9c2cfa"
+SECOND_SESSION = "0f3c2a9e5d6b4e1f8a7c6b5d4e3f2a1b"
+HOSTILE_NAME = '<img src=x onerror="window.__xss=1">'
+LEVELS = {
+    "0": "no connection",
+    "1": "connected",
+    "2": "discovered",
+    "3": "read initial",
+    "4": "subscribed",
+    "5": "notified",
+    "6": "re-read",
+    "7": "reflected",
+}
+# (checkpoint reached at level 1..6, its time, the event behind it)
+STEPS = [
+    ("connected", "10:00:24.012", ("in", "initialize", None, None, None)),
+    ("discovered", "10:00:24.100", ("in", "resources/list", None, None, None)),
+    ("read_initial", "10:00:24.180", ("in", "resources/read", URI, 1, None)),
+    ("subscribed", "10:00:24.250", ("in", "resources/subscribe", URI, None, None)),
+    ("notified", "10:00:29.260", ("out", "notifications/resources/updated", URI, 2, True)),
+    ("re_read", "10:00:29.272", ("in", "resources/read", URI, 2, None)),
+]
+
+
+def iso(hms: str) -> str:
+    return f"2026-11-30T{hms}Z"
+
+
+def event(hms, direction, method, uri=None, version=None, delivered=None, error=None):
+    return {
+        "time": iso(hms),
+        "direction": direction,
+        "method": method,
+        "uri": uri,
+        "version": version,
+        "delivered": delivered,
+        "error": error,
+    }
+
+
+def session_at(session_id: str, level: int) -> dict[str, Any]:
+    checkpoints = {name: iso(hms) if i < level else None for i, (name, hms, _) in enumerate(STEPS)}
+    return {
+        "session": session_id,
+        "protocol": "2025-11-25",
+        "transport": "streamable-http",
+        "level": level,
+        "level_name": LEVELS[str(level)],
+        "checkpoints": checkpoints,
+        "reread_delay_ms": 12.0 if level >= 6 else None,
+        "dropped_notifications": 0,
+        "notes": [] if level >= 6 else [f"stopped after {LEVELS[str(level)]}"],
+        "events": [event(hms, *ev) for _, hms, ev in STEPS[:level]],
+    }
+
+
+def report_at(level: int) -> dict[str, Any]:
+    """A report where claude-code/1.2.3 got to ``level``, next to a client with
+    a hostile name; from level 6 on, with a second session that has a dropped
+    notification and an error."""
+    sessions = [session_at(SESSION, level)]
+    if level >= 6:
+        second = session_at(SECOND_SESSION, 4)
+        second["dropped_notifications"] = 1
+        second["notes"] = ["notification dropped: no GET stream open"]
+        second["events"] += [
+            event("10:00:25.001", "in", "resources/read", "test://nope", error=-32002),
+            event("10:00:29.261", "out", "notifications/resources/updated", URI, 2, False),
+        ]
+        sessions.append(second)
+    hostile = session_at("deadbeef", 1)
+    return {
+        "run": {"id": RUN_ID, "started": "2026-11-30T10:00:18.876Z"},
+        "generated": iso("10:00:30.001" if level >= 6 else "10:00:24.200"),
+        "levels": LEVELS,
+        "clients": [
+            {
+                "client": "claude-code",
+                "version": "1.2.3",
+                "level": level,
+                "level_name": LEVELS[str(level)],
+                "best_session": SESSION,
+                "notes": sessions[0]["notes"],
+                "sessions": sessions,
+            },
+            {
+                "client": HOSTILE_NAME,
+                "version": "</td><script>window.__xss=2</script>",
+                "level": 1,
+                "level_name": LEVELS["1"],
+                "best_session": "deadbeef",
+                "notes": ["<b>not bold</b>"],
+                "sessions": [hostile],
+            },
+        ],
+    }
+
+
+class StubLab:
+    """The lab's dashboard endpoints, with reports the test publishes.
+
+    ``publish``, ``hold_streams``, ``release_streams`` and ``shutdown`` are
+    called from the test's thread: each runs on the server's event loop and
+    returns once done there.
+    """
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self.stream_connections = 0
+        self.ready = threading.Event()
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._accepting = asyncio.Event()
+        self._accepting.set()
+        self.app = Starlette(
+            routes=[
+                Route("/", self.index),
+                Route("/api/report", self.current),
+                Route("/api/stream", self.stream),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self._loop = asyncio.get_running_loop()
+        self.ready.set()
+        yield
+
+    async def index(self, request: Request) -> Response:
+        return FileResponse(PAGE, media_type="text/html")
+
+    async def current(self, request: Request) -> Response:
+        return JSONResponse(self.report)
+
+    async def stream(self, request: Request) -> Response:
+        await self._accepting.wait()  # a held stream: the browser keeps connecting
+        if self._closed:
+            return Response(status_code=503)
+        self.stream_connections += 1
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._streams.add(queue)
+        queue.put_nowait(self.report)
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                yield "retry: 200\n\n"  # reconnect soon after a dropped stream
+                while (report := await queue.get()) is not None:
+                    yield f"event: report\ndata: {json.dumps(report)}\n\n"
+            finally:
+                self._streams.discard(queue)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+        )
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the server's loop and wait (bounded) until it has run."""
+        assert self._loop is not None, "server not started"
+
+        async def call() -> None:
+            fn()
+
+        asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=5)
+
+    def _end_streams(self) -> None:
+        for queue in self._streams:
+            queue.put_nowait(None)
+
+    def publish(self, report: dict[str, Any]) -> None:
+        """Make ``report`` current and send it on every open stream."""
+
+        def fan_out() -> None:
+            self.report = report
+            for queue in self._streams:
+                queue.put_nowait(report)
+
+        self._run(fan_out)
+
+    def hold_streams(self) -> None:
+        """End every open stream and keep new ones waiting (no answer yet)."""
+
+        def hold() -> None:
+            self._accepting.clear()
+            self._end_streams()
+
+        self._run(hold)
+
+    def release_streams(self) -> None:
+        self._run(self._accepting.set)
+
+    def shutdown(self) -> None:
+        """End every stream and refuse new ones, so the server stops at once."""
+
+        def close() -> None:
+            self._closed = True
+            self._accepting.set()
+            self._end_streams()
+
+        self._run(close)
+
+
+@contextmanager
+def serve(stub: StubLab) -> Iterator[str]:
+    """Run ``stub`` with uvicorn on a free 127.0.0.1 port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(stub.app, log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        if not stub.ready.wait(timeout=10):
+            pytest.fail("stub server did not start within 10 s")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if stub.ready.is_set():
+            stub.shutdown()
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture
+def stub_lab():
+    stub = StubLab(report_at(3))
+    with serve(stub) as base_url:
+        yield stub, base_url
+
+
+def client_row(page, name="claude-code/1.2.3"):
+    return page.locator(f'#client-rows tr[data-client="{name}"]')
+
+
+def test_page_follows_the_stream_without_reload(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    navigations = []
+    page.on("framenavigated", lambda frame: frame == page.main_frame and navigations.append(1))
+
+    page.goto(f"{base_url}/")
+    expect(page).to_have_title("mcp-subscribe-lab")
+    expect(page.locator("#status")).to_have_text("live")
+    expect(page.locator("#run-id")).to_have_text(RUN_ID)
+    expect(page.locator("#run-started")).to_have_text("2026-11-30 10:00:18.876")
+    expect(page.locator("#clients-head th")).to_have_text(
+        [
+            "Client",
+            "Level",
+            *[LEVELS[str(n)] for n in range(1, 7)],
+            "Re-read delay",
+            "Sessions",
+            "Notes",
+        ]
+    )
+    expect(page.locator("#legend")).to_contain_text("0 no connection · 1 connected · 2 discovered")
+    row = client_row(page)
+    expect(row).to_have_attribute("data-level", "3")
+    expect(row.get_by_test_id("level")).to_have_text("3 read initial")
+    expect(row.locator("td.time")).to_have_text(
+        ["10:00:24.012", "10:00:24.100", "10:00:24.180", "—", "—", "—"]
+    )
+    loaded_at = page.evaluate("window.__loadedAt")
+    assert loaded_at
+
+    stub.publish(report_at(6))
+
+    expect(row).to_have_attribute("data-level", "6")
+    expect(row.get_by_test_id("level")).to_have_text("6 re-read")
+    expect(row.locator("td.time")).to_have_text([hms for _, hms, _ in STEPS])
+    expect(row.locator("td.num")).to_have_text(["12.0 ms", "2"])
+    expect(page.locator("#generated")).to_have_text("10:00:30.001")
+    second = page.locator(f'[data-session="{SECOND_SESSION}"]')
+    expect(second.locator("tr.problem")).to_have_count(2)
+    expect(second.locator("tr.problem .tag")).to_have_text(["✗ error -32002", "✗ dropped"])
+    expect(page.locator(f'[data-session="{SESSION}"] .tag.ok')).to_have_text("✓ delivered")
+    expect(page.locator("#status")).to_have_text("live")
+    assert page.evaluate("window.__loadedAt") == loaded_at, "the page was reloaded"
+    assert len(navigations) == 1, "the page navigated again"
+
+    # Untrusted text is shown as text, never parsed as HTML.
+    hostile = page.locator("#client-rows tr").nth(1)
+    expect(hostile).to_have_attribute(
+        "data-client", f"{HOSTILE_NAME}/</td><script>window.__xss=2</script>"
+    )
+    expect(hostile.locator("td").first).to_contain_text(HOSTILE_NAME)
+    expect(hostile.locator("li")).to_have_text("<b>not bold</b>")
+    expect(page.locator("#client-rows img, #client-rows b, #details img")).to_have_count(0)
+    assert page.evaluate("window.__xss") is None
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "dashboard-stub.png", full_page=True)
+    assert errors == []
+
+
+def test_status_shows_reconnecting_then_catches_up(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    page.goto(f"{base_url}/")
+    expect(page.locator("#status")).to_have_text("live")
+    expect(client_row(page)).to_have_attribute("data-level", "3")
+
+    stub.hold_streams()
+    expect(page.locator("#status")).to_have_text("reconnecting")
+    stub.publish(report_at(6))  # no stream is open: the page cannot know yet
+    expect(client_row(page)).to_have_attribute("data-level", "3")
+
+    stub.release_streams()
+    expect(page.locator("#status")).to_have_text("live")
+    expect(client_row(page)).to_have_attribute("data-level", "6")
+    assert stub.stream_connections == 2
+    assert errors == []
+
+
+def test_report_is_fetched_while_the_stream_is_not_open(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    stub.hold_streams()
+    page.goto(f"{base_url}/")
+    expect(client_row(page)).to_have_attribute("data-level", "3")
+    expect(page.locator("#status")).to_have_text("connecting")
+
+    stub.release_streams()
+    expect(page.locator("#status")).to_have_text("live")
+    assert errors == []
