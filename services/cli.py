@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from services import contract, evidence, report, scoring, store
+from services import contract, store
 from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
@@ -85,6 +85,8 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 
 
 async def _reset(settings: LabSettings) -> int:
+    from services import evidence  # imports the mcp SDK: only where needed, not in healthchecks
+
     redis = store.connect(settings.redis_url)
     try:
         deleted = await store.reset_states(redis)
@@ -97,6 +99,8 @@ async def _reset(settings: LabSettings) -> int:
 
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
+    from services import evidence, report, scoring
+
     redis = store.connect(settings.redis_url)
     try:
         if args.since is not None:

@@ -121,6 +121,19 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
     return env
 
 
+def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one ``mcp-lab`` command to completion (bounded) with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
     """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
     env = lab_env(redis_url, port=str(port), **settings)

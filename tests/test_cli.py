@@ -9,23 +9,15 @@ import sys
 import pytest
 
 from services.embedded_redis import free_port
-from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, version_of
+from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
 
 NO_AUTO_UPDATE = "600"
 
 
-def mcp_lab(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
-        cwd=ROOT,
-        env=lab_env(redis_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return mcp_lab(lab_env(redis_url), *args)
 
 
 async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, redis_url) -> None:
@@ -35,7 +27,7 @@ async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, r
         await a.session.subscribe_resource(STATUS_URI)
         await b.session.subscribe_resource(STATUS_URI)
 
-        result = mcp_lab(redis_url, "trigger")
+        result = cli(redis_url, "trigger")
         assert result.returncode == 0, result.stderr
         assert "applied" in result.stdout
         assert await a.wait_updated(1) == [STATUS_URI]
@@ -44,7 +36,7 @@ async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, r
         assert version_of(await b.read_text()) == 2
         assert version_of(await idle.read_text()) == 1
 
-        result = mcp_lab(redis_url, "reset")
+        result = cli(redis_url, "reset")
         assert result.returncode == 0, result.stderr
         assert "2 state(s) deleted" in result.stdout
         assert version_of(await a.read_text()) == 1
@@ -58,7 +50,7 @@ async def test_trigger_for_one_session(lab, redis_url) -> None:
         await b.session.subscribe_resource(STATUS_URI)
         line = server.wait_for(r"\[initialize\] .*client=chosen/")
         session = line.split("session=")[1].split()[0]
-        result = mcp_lab(redis_url, "trigger", "--session", session)
+        result = cli(redis_url, "trigger", "--session", session)
         assert result.returncode == 0, result.stderr
         assert await a.wait_updated(1) == [STATUS_URI]
         await b.session.send_ping()
@@ -67,20 +59,20 @@ async def test_trigger_for_one_session(lab, redis_url) -> None:
 
 
 def test_trigger_without_an_updater_says_the_job_is_pending(redis_url) -> None:
-    result = mcp_lab(redis_url, "trigger", "--timeout", "0.5")
+    result = cli(redis_url, "trigger", "--timeout", "0.5")
     assert result.returncode == 3
     assert "still pending" in result.stderr
 
 
 def test_trigger_rejects_an_unknown_uri(redis_url) -> None:
-    result = mcp_lab(redis_url, "trigger", "--uri", "test://nope")
+    result = cli(redis_url, "trigger", "--uri", "test://nope")
     assert result.returncode == 2
     assert "unknown uri" in result.stderr
 
 
 def test_commands_report_a_dead_redis_clearly() -> None:
     dead = f"redis://127.0.0.1:{free_port()}/0"
-    result = mcp_lab(dead, "reset")
+    result = cli(dead, "reset")
     assert result.returncode == 1
     assert "cannot reach Redis" in result.stderr
     assert "Traceback" not in result.stderr
@@ -88,15 +80,7 @@ def test_commands_report_a_dead_redis_clearly() -> None:
 
 def test_bad_setting_is_named() -> None:
     env = lab_env("redis://127.0.0.1:1/0", state_scope="everywhere")
-    result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "reset"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = mcp_lab(env, "reset")
     assert result.returncode == 1
     assert "state_scope" in result.stderr
 

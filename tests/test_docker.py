@@ -181,12 +181,19 @@ async def test_stack_reports_a_redis_outage_and_recovers_without_restarts(stack)
     finally:
         compose_cli("start", "redis")
     for service in ("server", "updater"):
-        wait_until(
-            lambda s=service: health(compose, s) == "healthy",
-            timeout=60,
-            what=f"{service} to be healthy again",
-            every=1,
-        )
+        try:
+            wait_until(
+                lambda s=service: health(compose, s) == "healthy",
+                timeout=60,
+                what=f"{service} to be healthy again",
+                every=1,
+            )
+        except AssertionError:
+            logs, _ = compose.get_logs(service)
+            raise AssertionError(
+                f"{service} stayed unhealthy; its last log lines:\n"
+                + "\n".join(logs.splitlines()[-30:])
+            ) from None
     assert {s: restarts(compose, s) for s in ("server", "updater")} == before
     logs, _ = compose.get_logs("server", "updater")
     assert "[relay] redis unavailable" in logs

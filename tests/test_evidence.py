@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.lab import ROOT, STATUS_URI, RawSession, connect, lab_env
+from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio
 
@@ -17,29 +15,14 @@ BOUND = 10.0
 
 
 def report(redis_url: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "report", *args],
-        cwd=ROOT,
-        env=lab_env(redis_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = mcp_lab(lab_env(redis_url), "report", *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def reset(redis_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "services.cli", "reset"],
-        cwd=ROOT,
-        env=lab_env(redis_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    result = mcp_lab(lab_env(redis_url), "reset")
+    assert result.returncode == 0, result.stderr
 
 
 def client_entry(data: dict, name: str) -> dict:

@@ -8,21 +8,13 @@ import sys
 import pytest
 
 from services.embedded_redis import free_port, start_redis
-from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, version_of
+from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
 
 
 def healthcheck(env: dict[str, str], process: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "healthcheck", process],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return mcp_lab(env, "healthcheck", process)
 
 
 async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -> None:
