@@ -34,7 +34,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
 def _cmd_server(args: argparse.Namespace) -> int:
     from services import server
 
-    server.main(_settings())
+    server.main(_settings(), transport=args.transport)
     return 0
 
 
@@ -215,7 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.set_defaults(func=_cmd_up)
 
-    server = sub.add_parser("server", help="run the MCP server (Streamable HTTP)")
+    server = sub.add_parser("server", help="run the MCP server")
+    server.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http: Streamable HTTP (both protocol generations) and legacy SSE on one port "
+        "(default); stdio: one client on stdin/stdout, logs on stderr",
+    )
     server.set_defaults(func=_cmd_server)
 
     updater = sub.add_parser("updater", help="run the updater")

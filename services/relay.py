@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, store
-from services.eventlog import Peer, event
+from services.eventlog import event
 from services.evidence import Recorder
 from services.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -100,15 +100,18 @@ class Relay:
         event("resource/update", f"uri={message.uri} version={version}", peer)
         try:
             await target.send_updated(message.uri)
-            await self._sent(peer, UPDATED, message.uri, version)
+            await self._sent(target, UPDATED, message.uri, version)
             if self._settings.send_list_changed:
                 await target.send_list_changed()
-                await self._sent(peer, LIST_CHANGED, None, None)
+                await self._sent(target, LIST_CHANGED, None, None)
         except Exception:
             logger.exception("[relay] sending to session=%s failed", peer.session)
 
-    async def _sent(self, peer: Peer, method: str, uri: str | None, version: object) -> None:
-        delivered = self._registry.has_stream(peer.session)
+    async def _sent(
+        self, target: Subscriber, method: str, uri: str | None, version: object
+    ) -> None:
+        peer = target.peer
+        delivered = self._registry.can_deliver(target)
         detail = f"{method} uri={uri}" if uri else method
         extra = "" if delivered else "delivered=no (no open GET stream)"
         event("notification/send", detail, peer, extra)

@@ -17,18 +17,22 @@ import mcp_types
 import uvicorn
 from fastmcp import Context, FastMCP
 from fastmcp.server.dependencies import get_context
+from fastmcp.server.http import create_sse_app
 from fastmcp.server.lifespan import lifespan
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp.server.context import ServerRequestContext
-from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from services import contract, dashboard, evidence, mcp_adapter, store
-from services.eventlog import UNKNOWN_CLIENT, Peer, event, setup_logging
+from services.eventlog import Peer, event, setup_logging
 from services.evidence import Recorder
+from services.listen import ListenStreams
+from services.peers import make_peer
 from services.relay import Relay
 from services.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -60,32 +64,6 @@ def redis_failed(exc: Exception) -> MCPError:
     return MCPError(code=INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}")
 
 
-def transport_of(request: Any, mcp_path: str) -> str:
-    """The transport a message came over: no HTTP request means stdio."""
-    if request is None:
-        return "stdio"
-    path = getattr(getattr(request, "url", None), "path", "")
-    return "streamable-http" if path.rstrip("/") == mcp_path.rstrip("/") else "sse"
-
-
-def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: Any = None) -> Peer:
-    """The session and client behind a message. ``client_info`` is the raw
-    ``clientInfo`` while ``initialize`` itself is handled (not stored yet)."""
-    if client_info is None and session.client_params is not None:
-        client_info = session.client_params.client_info
-    if isinstance(client_info, dict):
-        name, version = client_info.get("name"), client_info.get("version")
-    else:
-        name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
-    return Peer(
-        session=mcp_adapter.session_key(session),
-        client_name=str(name) if name else UNKNOWN_CLIENT,
-        client_version=str(version) if version else "?",
-        protocol=session.protocol_version,
-        transport=transport_of(request, mcp_path),
-    )
-
-
 @dataclass
 class Lab:
     """The server's moving parts, shared by its handlers."""
@@ -107,6 +85,24 @@ class Lab:
 
     def scope(self, peer: Peer) -> str:
         return contract.scope_of(peer.session, self.settings.state_scope)
+
+    async def schedule_update(self, peer: Peer, uri: str) -> str:
+        """Record ``peer`` as subscribed to ``uri`` and queue its update; the job id."""
+        target = self.scope(peer)
+        try:
+            await store.add_subscriber(self.redis, uri, peer.session)
+            return await store.enqueue_job(self.redis, contract.UpdateJob(uri=uri, target=target))
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+
+    async def forget_subscription(self, peer: Peer, uri: str) -> None:
+        """Drop ``peer``'s subscription from Redis unless another stream of it here remains."""
+        if self.registry.subscribers(uri, peer.session):
+            return
+        try:
+            await store.remove_subscriber(self.redis, uri, peer.session)
+        except (RedisError, OSError) as exc:
+            logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
 
     async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
         try:
@@ -130,6 +126,9 @@ class EventLogMiddleware(Middleware):
             params = getattr(context.message, "params", None)
             peer = self._lab.peer(ctx, getattr(params, "client_info", None))
             self._lab.registry.remember(peer)
+            if peer.transport != "streamable-http":
+                # On SSE and stdio the session's stream is the connection itself.
+                self._lab.registry.stream_opened(peer.session)
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
             event(
                 "initialize",
@@ -138,6 +137,17 @@ class EventLogMiddleware(Middleware):
                 f"protocol={peer.protocol} transport={peer.transport}",
             )
         return result
+
+    async def on_discover(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        if context.fastmcp_context is not None:
+            peer = self._lab.peer(context.fastmcp_context)
+            event(
+                "server/discover",
+                "client connected",
+                peer,
+                f"protocol={peer.protocol} transport={peer.transport}",
+            )
+        return await call_next(context)
 
     async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         if context.fastmcp_context is not None:
@@ -153,13 +163,13 @@ class EventLogMiddleware(Middleware):
         return await call_next(context)
 
     async def _end_session(self, peer: Peer) -> None:
-        uris = self._lab.registry.drop_session(peer.session)
-        self._lab.registry.forget(peer.session)
+        registry = self._lab.registry
+        uris = registry.drop(peer.session)
+        registry.forget(peer.session)
+        if peer.transport != "streamable-http":
+            registry.stream_closed(peer.session)
         for uri in uris:
-            try:
-                await store.remove_subscriber(self._lab.redis, uri, peer.session)
-            except (RedisError, OSError) as exc:
-                logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+            await self._lab.forget_subscription(peer, uri)
         event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
 
@@ -227,15 +237,14 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             peer=peer,
             send_updated=session.send_resource_updated,
             send_list_changed=session.send_resource_list_changed,
+            always_open=peer.transport != "streamable-http",
         )
         registry.subscribe(subscriber, uri)
-        target = lab.scope(peer) if settings.state_scope == "session" else contract.SHARED_SCOPE
         try:
-            await store.add_subscriber(redis, uri, peer.session)
-            job_id = await store.enqueue_job(redis, contract.UpdateJob(uri=uri, target=target))
-        except (RedisError, OSError) as exc:
+            job_id = await lab.schedule_update(peer, uri)
+        except MCPError:
             registry.unsubscribe(peer.session, uri)
-            raise redis_failed(exc) from exc
+            raise
         event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")
         return mcp_types.EmptyResult()
 
@@ -248,10 +257,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         was_subscribed = registry.unsubscribe(peer.session, uri)
-        try:
-            await store.remove_subscriber(redis, uri, peer.session)
-        except (RedisError, OSError) as exc:
-            raise redis_failed(exc) from exc
+        await lab.forget_subscription(peer, uri)
         event("resources/unsubscribe", f"uri={uri}", peer, f"was_subscribed={was_subscribed}")
         return mcp_types.EmptyResult()
 
@@ -261,6 +267,15 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     mcp_adapter.register_request_handler(
         server, "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
     )
+    listen = ListenStreams(
+        registry,
+        peer_of=lambda ctx: lab.peer_of_request(ctx, None),
+        on_subscribe=lab.schedule_update,
+        on_end=lab.forget_subscription,
+    )
+    mcp_adapter.register_request_handler(
+        server, "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, listen
+    )
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
@@ -269,11 +284,27 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     return server, lab
 
 
-async def run_http(settings: LabSettings) -> None:
-    """Serve the lab over Streamable HTTP until cancelled or interrupted."""
+def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
+    """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
+    generations), legacy SSE at ``settings.sse_path``, the dashboard routes."""
     server, lab = build_lab(settings)
     app = server.http_app(path=settings.path, transport="http")
+    if settings.sse_path:
+        sse = create_sse_app(
+            server=server,
+            sse_path=settings.sse_path,
+            message_path=f"{settings.sse_path.rstrip('/')}/messages/",
+        )
+        # Last, so /mcp and the dashboard routes match first. Its lifespan is not
+        # run by Starlette; FastMCP's own lifespan (the relay) runs once, above.
+        app.router.routes.append(Mount("/", app=sse))
     app.add_middleware(StreamLogMiddleware, path=settings.path, registry=lab.registry)
+    return app, lab
+
+
+async def run_http(settings: LabSettings) -> None:
+    """Serve the lab over HTTP until cancelled or interrupted."""
+    app, lab = http_app(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -291,19 +322,28 @@ async def run_http(settings: LabSettings) -> None:
             await asyncio.wait_for(lab.relay.subscribed.wait(), timeout=_RELAY_START_SECONDS)
         except TimeoutError:
             logger.warning("[lab] relay not subscribed yet; serving anyway")
+        sse = f" sse={settings.sse_url}" if settings.sse_path else ""
         logger.info(
-            "[lab] server ready url=%s scope=%s relay=%s",
+            "[lab] server ready url=%s%s scope=%s relay=%s",
             settings.mcp_url,
+            sse,
             settings.state_scope,
             lab.relay.state,
         )
     await serving
 
 
-def main(settings: LabSettings) -> None:
+async def run_stdio(settings: LabSettings) -> None:
+    """Serve one client over stdin/stdout; logs go to stderr, stdout carries only protocol."""
+    server, _ = build_lab(settings)
+    logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
+    await server.run_async(transport="stdio", show_banner=False)
+
+
+def main(settings: LabSettings, transport: str = "http") -> None:
     """Entry point of ``mcp-lab server``."""
     setup_logging(settings.log_level)
     try:
-        asyncio.run(run_http(settings))
+        asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings))
     except KeyboardInterrupt:
         pass

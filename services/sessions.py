@@ -1,7 +1,9 @@
 """The sessions this server process holds, and what each one subscribed to.
 
-Only the sessions connected to this process are here; the Redis set of
-subscribers (see :mod:`services.contract`) covers all replicas.
+A subscriber is a legacy session (``resources/subscribe``; key: the session id)
+or one ``subscriptions/listen`` stream (key: the peer's session plus the
+stream's id). Only subscribers connected to this process are here; the Redis
+set of subscribers (see :mod:`services.contract`) covers all replicas.
 """
 
 from __future__ import annotations
@@ -17,37 +19,28 @@ SendListChanged = Callable[[], Awaitable[None]]
 
 @dataclass(slots=True)
 class Subscriber:
-    """A live session with its subscriptions and the means to notify it."""
+    """Something that can be notified: its peer, its subscriptions, how to reach it."""
 
     peer: Peer
     send_updated: SendUpdated
     send_list_changed: SendListChanged
     uris: set[str] = field(default_factory=set)
+    key: str = ""
+    # True for SSE, stdio and listen streams, whose stream is the connection
+    # itself; a Streamable HTTP session needs its GET stream open.
+    always_open: bool = False
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.peer.session
 
 
 class SessionRegistry:
-    """Subscriptions of the sessions connected to this process."""
+    """Subscribers, known peers and open GET streams of this process."""
 
     def __init__(self) -> None:
-        self._by_session: dict[str, Subscriber] = {}
+        self._subscribers: dict[str, Subscriber] = {}
         self._peers: dict[str, Peer] = {}
         self._open_streams: dict[str, int] = {}
-
-    def stream_opened(self, session: str) -> None:
-        """A standalone GET stream of ``session`` opened here."""
-        self._open_streams[session] = self._open_streams.get(session, 0) + 1
-
-    def stream_closed(self, session: str) -> None:
-        """A standalone GET stream of ``session`` closed."""
-        left = self._open_streams.get(session, 0) - 1
-        if left > 0:
-            self._open_streams[session] = left
-        else:
-            self._open_streams.pop(session, None)
-
-    def has_stream(self, session: str) -> bool:
-        """Whether a notification to ``session`` has an open stream to travel on."""
-        return self._open_streams.get(session, 0) > 0
 
     def remember(self, peer: Peer) -> None:
         """Note a session that initialized here, subscribed or not."""
@@ -61,32 +54,50 @@ class SessionRegistry:
         """The peer of a session that initialized here."""
         return self._peers.get(session)
 
+    def stream_opened(self, session: str) -> None:
+        """A standalone stream of ``session`` opened here (a GET stream, or the
+        connection itself on SSE and stdio)."""
+        self._open_streams[session] = self._open_streams.get(session, 0) + 1
+
+    def stream_closed(self, session: str) -> None:
+        """A standalone stream of ``session`` closed."""
+        left = self._open_streams.get(session, 0) - 1
+        if left > 0:
+            self._open_streams[session] = left
+        else:
+            self._open_streams.pop(session, None)
+
+    def can_deliver(self, subscriber: Subscriber) -> bool:
+        """Whether a notification to ``subscriber`` has an open stream to travel on."""
+        return subscriber.always_open or self._open_streams.get(subscriber.peer.session, 0) > 0
+
     def subscribe(self, subscriber: Subscriber, uri: str) -> None:
-        """Add ``uri`` to the subscriptions of ``subscriber``'s session."""
-        entry = self._by_session.setdefault(subscriber.peer.session, subscriber)
+        """Add ``uri`` to the subscriptions of ``subscriber``."""
+        entry = self._subscribers.setdefault(subscriber.key, subscriber)
         entry.uris.add(uri)
 
-    def unsubscribe(self, session: str, uri: str) -> bool:
+    def unsubscribe(self, key: str, uri: str) -> bool:
         """Drop one subscription; True if it existed."""
-        entry = self._by_session.get(session)
+        entry = self._subscribers.get(key)
         if entry is None or uri not in entry.uris:
             return False
         entry.uris.discard(uri)
         if not entry.uris:
-            del self._by_session[session]
+            del self._subscribers[key]
         return True
 
-    def drop_session(self, session: str) -> set[str]:
-        """Forget an ended session; returns the URIs it was subscribed to."""
-        entry = self._by_session.pop(session, None)
+    def drop(self, key: str) -> set[str]:
+        """Forget a subscriber (an ended session or stream); returns its URIs."""
+        entry = self._subscribers.pop(key, None)
         return set(entry.uris) if entry else set()
 
     def subscribers(self, uri: str, session: str | None = None) -> list[Subscriber]:
-        """Sessions here subscribed to ``uri`` (only ``session``, when given)."""
-        if session is not None:
-            entry = self._by_session.get(session)
-            return [entry] if entry is not None and uri in entry.uris else []
-        return [s for s in self._by_session.values() if uri in s.uris]
+        """Subscribers here to ``uri`` (only those of ``session``, when given)."""
+        return [
+            s
+            for s in self._subscribers.values()
+            if uri in s.uris and (session is None or s.peer.session == session)
+        ]
 
     def __len__(self) -> int:
         """Number of live sessions known here."""

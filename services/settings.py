@@ -23,6 +23,7 @@ class LabSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Interface the HTTP server binds to.")
     port: int = Field(8089, ge=1, le=65535, description="HTTP port of the server.")
     path: str = Field("/mcp", description="Path of the Streamable HTTP endpoint.")
+    sse_path: str = Field("/sse", description="Path of the legacy SSE transport ('' turns it off).")
 
     initial_status: str = Field("pending", min_length=1, description="Status word at version 1.")
     updated_status: str = Field(
@@ -59,10 +60,20 @@ class LabSettings(BaseSettings):
     )
 
     @property
-    def mcp_url(self) -> str:
-        """The URL a client is pointed at."""
+    def base_url(self) -> str:
+        """http://host:port of the server (loopback when it binds every interface)."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return f"http://{host}:{self.port}{self.path}"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The URL a Streamable HTTP client is pointed at."""
+        return f"{self.base_url}{self.path}"
+
+    @property
+    def sse_url(self) -> str:
+        """The URL a legacy SSE client is pointed at."""
+        return f"{self.base_url}{self.sse_path}"
 
 
 @lru_cache(maxsize=1)

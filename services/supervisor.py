@@ -77,7 +77,9 @@ def _banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | Non
     return "\n".join(
         [
             "",
-            f"  MCP server   {settings.mcp_url}   (Streamable HTTP)",
+            f"  MCP server   {settings.mcp_url}   (Streamable HTTP: 2025-11-25 and 2026-07-28)",
+            *([f"               {settings.sse_url}   (legacy SSE)"] if settings.sse_path else []),
+            f"  Dashboard    {settings.base_url}/",
             f"  Redis        {where}",
             f"  State scope  {settings.state_scope}; update {settings.update_delay_seconds}s "
             "after each subscribe",

@@ -16,10 +16,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types
 from mcp import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,23 +196,57 @@ def version_of(text: str) -> int:
 
 
 @asynccontextmanager
+async def _recording_session(read: Any, write: Any, name: str) -> AsyncIterator[LabClient]:
+    client: LabClient | None = None
+
+    async def handler(message: object) -> None:
+        if client is not None:
+            await client.on_message(message)
+
+    async with ClientSession(
+        read,
+        write,
+        message_handler=handler,  # type: ignore[arg-type]
+        client_info=mcp_types.Implementation(name=name, version="1.0"),
+    ) as session:
+        client = LabClient(session=session, name=name)
+        client.init = await session.initialize()
+        yield client
+
+
+@asynccontextmanager
 async def connect(url: str, name: str = "pytest-client") -> AsyncIterator[LabClient]:
-    """An initialized MCP session on ``url`` whose client name is ``name``."""
+    """An initialized 2025-11-25 session over Streamable HTTP whose client name is ``name``."""
     async with streamable_http_client(url) as (read, write):
-        client: LabClient | None = None
+        async with _recording_session(read, write, name) as client:
+            yield client
 
-        async def handler(message: object) -> None:
-            if client is not None:
-                await client.on_message(message)
 
-        async with ClientSession(
-            read,
-            write,
-            message_handler=handler,  # type: ignore[arg-type]
-            client_info=mcp_types.Implementation(name=name, version="1.0"),
-        ) as session:
-            client = LabClient(session=session, name=name)
-            client.init = await session.initialize()
+@asynccontextmanager
+async def connect_sse(url: str, name: str = "pytest-sse-client") -> AsyncIterator[LabClient]:
+    """An initialized session over the legacy SSE transport."""
+    async with sse_client(url) as (read, write):
+        async with _recording_session(read, write, name) as client:
+            yield client
+
+
+def stdio_server(env: dict[str, str]) -> StdioServerParameters:
+    """How to launch ``mcp-lab server --transport stdio`` as an MCP client would."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "services.cli", "server", "--transport", "stdio"],
+        env=env,
+        cwd=ROOT,
+    )
+
+
+@asynccontextmanager
+async def connect_stdio(
+    env: dict[str, str], errlog: Any, name: str = "pytest-stdio-client"
+) -> AsyncIterator[LabClient]:
+    """Launch the lab over stdio (its stderr to ``errlog``) and initialize a session."""
+    async with stdio_client(stdio_server(env), errlog=errlog) as (read, write):
+        async with _recording_session(read, write, name) as client:
             yield client
 
 

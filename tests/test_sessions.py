@@ -32,5 +32,5 @@ def test_unsubscribe_and_session_end_remove_the_session() -> None:
     registry.subscribe(_subscriber("b"), URI)
     assert registry.unsubscribe("a", URI) is True
     assert registry.unsubscribe("a", URI) is False
-    assert registry.drop_session("b") == {URI}
+    assert registry.drop("b") == {URI}
     assert registry.subscribers(URI) == []

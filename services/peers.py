@@ -1,0 +1,47 @@
+"""Who is behind a message: the session key, the client, protocol and transport."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.session import ServerSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from services import mcp_adapter
+from services.eventlog import UNKNOWN_CLIENT, Peer
+
+MODERN_SESSION_PREFIX = "modern:"
+
+
+def transport_of(request: Any, mcp_path: str) -> str:
+    """The transport a message came over: no HTTP request means stdio."""
+    if request is None:
+        return "stdio"
+    path = getattr(getattr(request, "url", None), "path", "")
+    return "streamable-http" if path.rstrip("/") == mcp_path.rstrip("/") else "sse"
+
+
+def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: Any = None) -> Peer:
+    """The session and client behind a message. ``client_info`` is the raw
+    ``clientInfo`` while ``initialize`` itself is handled (not stored yet)."""
+    if client_info is None and session.client_params is not None:
+        client_info = session.client_params.client_info
+    if isinstance(client_info, dict):
+        name, version = client_info.get("name"), client_info.get("version")
+    else:
+        name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
+    client_name = str(name) if name else UNKNOWN_CLIENT
+    client_version = str(version) if version else "?"
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # 2026-07-28 has no sessions: every request stands alone. The lab keys a
+        # modern client by its clientInfo, so its reads and its listen agree.
+        key = f"{MODERN_SESSION_PREFIX}{client_name}/{client_version}"
+    else:
+        key = mcp_adapter.session_key(session)
+    return Peer(
+        session=key,
+        client_name=client_name,
+        client_version=client_version,
+        protocol=session.protocol_version,
+        transport=transport_of(request, mcp_path),
+    )

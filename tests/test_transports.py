@@ -1,0 +1,179 @@
+"""Both protocol generations over every transport the SDK supports: the flow reaches version 2.
+
+- 2025-11-25 over Streamable HTTP is in test_flow.py;
+- 2026-07-28 (server/discover, subscriptions/listen) over Streamable HTTP and stdio;
+- 2025-11-25 over legacy SSE and over stdio.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from tests.lab import (
+    ROOT,
+    STATUS_URI,
+    connect_sse,
+    connect_stdio,
+    lab_env,
+    mcp_lab,
+    stdio_server,
+    version_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+DELAY = "0.5"
+BOUND = 15.0
+
+
+def text_of(result: mcp_types.ReadResourceResult) -> str:
+    content = result.contents[0]
+    assert isinstance(content, mcp_types.TextResourceContents)
+    return content.text
+
+
+async def modern_flow(client: Client) -> None:
+    """read v1, listen, the update event, read v2 (2026-07-28)."""
+    import anyio
+
+    assert client.protocol_version == "2026-07-28"
+    assert version_of(text_of(await client.read_resource(STATUS_URI))) == 1
+    with anyio.fail_after(float(DELAY) + BOUND):
+        async with client.listen(resource_subscriptions=[STATUS_URI]) as subscription:
+            assert subscription.honored.resource_subscriptions == [STATUS_URI]
+            async for update in subscription:
+                assert update.uri == STATUS_URI
+                break
+    assert version_of(text_of(await client.read_resource(STATUS_URI))) == 2
+
+
+async def test_modern_listen_over_streamable_http(lab, redis_url) -> None:
+    server, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+    info = mcp_types.Implementation(name="modern-client", version="1.0")
+    async with Client(url, client_info=info) as client:
+        caps = client.server_capabilities
+        assert caps is not None and caps.resources is not None and caps.resources.subscribe
+        await modern_flow(client)
+    who = r"session=modern:modern-client/1\.0 client=modern-client/1\.0"
+    server.wait_for(rf"\[server/discover\] client connected {who}")
+    server.wait_for(rf"\[subscriptions/listen\] uri=test://review/status {who} job=")
+    server.wait_for(rf"\[notification/send\] notifications/resources/updated .*{who}")
+    server.wait_for(rf"\[resources/read\] uri=test://review/status version=2 {who}")
+
+    result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
+    entry = next(c for c in json.loads(result.stdout)["clients"] if c["client"] == "modern-client")
+    assert entry["level"] == 6
+    assert entry["sessions"][0]["protocol"] == "2026-07-28"
+
+
+async def test_modern_unknown_resource_is_invalid_params(lab) -> None:
+    _, url = lab.server()
+    async with Client(url) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource("test://no/such")
+    assert caught.value.error.code == -32602
+    assert caught.value.error.data == {"uri": "test://no/such"}
+
+
+async def test_legacy_sse_transport(lab) -> None:
+    server, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+    sse_url = url.removesuffix("/mcp") + "/sse"
+    async with connect_sse(sse_url, "sse-client") as client:
+        assert version_of(await client.read_text()) == 1
+        await client.session.subscribe_resource(STATUS_URI)
+        await client.wait_updated(1, timeout=float(DELAY) + BOUND)
+        assert version_of(await client.read_text()) == 2
+    server.wait_for(r"\[initialize\] client connected .*client=sse-client/1\.0 .*transport=sse")
+    line = server.wait_for(r"\[notification/send\] .*client=sse-client/")
+    assert "delivered=no" not in line
+
+
+async def test_legacy_flow_over_stdio_logs_only_to_stderr(redis_url) -> None:
+    env = lab_env(redis_url, update_delay_seconds=DELAY)
+    updater = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "updater"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with tempfile.TemporaryFile("w+") as errlog:
+            async with connect_stdio(env, errlog, "stdio-client") as client:
+                assert version_of(await client.read_text()) == 1
+                await client.session.subscribe_resource(STATUS_URI)
+                await client.wait_updated(1, timeout=float(DELAY) + BOUND)
+                assert version_of(await client.read_text()) == 2
+            errlog.seek(0)
+            log = errlog.read()
+    finally:
+        updater.terminate()
+        updater.wait(timeout=10)
+    assert "[initialize] client connected" in log and "transport=stdio" in log
+    assert "[notification/send] notifications/resources/updated" in log
+
+
+async def test_modern_listen_over_stdio(redis_url) -> None:
+    env = lab_env(redis_url, update_delay_seconds=DELAY)
+    updater = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "updater"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        info = mcp_types.Implementation(name="modern-stdio", version="1.0")
+        async with Client(stdio_server(env), client_info=info) as client:
+            await modern_flow(client)
+    finally:
+        updater.terminate()
+        updater.wait(timeout=10)
+
+
+def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    stdin = "\n".join(json.dumps(m) for m in (request, initialized, listing)) + "\n"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "server", "--transport", "stdio"],
+        cwd=ROOT,
+        env=lab_env(redis_url),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(stdin)
+    proc.stdin.flush()
+    replies = [json.loads(proc.stdout.readline()) for _ in range(2)]  # bounded by the timeout
+    proc.stdin.close()  # end of input: the server exits
+    proc.wait(timeout=20)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    assert [r["id"] for r in replies] == [1, 2]
+    assert replies[1]["result"]["resources"][0]["uri"] == STATUS_URI
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    assert proc.stdout.read() == ""
+    assert "[resources/list] requested" in stderr
