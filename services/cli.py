@@ -184,6 +184,12 @@ def _http_get(url: str) -> str:
         return response.read().decode()
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from services import probe
+
+    return probe.main(args.url, args.uri, args.timeout, args.protocol, args.auth_token)
+
+
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
     return _with_redis(_healthcheck(_settings(), args.process))
 
@@ -256,6 +262,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--since", default=None, help="everything since an ISO time or an age (90s, 15m, 2h)"
     )
     rep.set_defaults(func=_cmd_report)
+
+    probe = sub.add_parser(
+        "probe",
+        help="run the ideal subscription flow against any MCP server (exit codes in README)",
+    )
+    probe.add_argument(
+        "--url", required=True, help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8089/mcp"
+    )
+    probe.add_argument("--uri", default=contract.STATUS_URI, help="resource to subscribe to")
+    probe.add_argument("--auth-token", default=None, help="sent as 'Authorization: Bearer T'")
+    probe.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the notification (default 30)",
+    )
+    probe.add_argument(
+        "--protocol",
+        choices=["legacy", "modern", "auto"],
+        default="auto",
+        help="legacy: initialize + resources/subscribe; modern: 2026-07-28 "
+        "server/discover + subscriptions/listen; auto: modern, falling back",
+    )
+    probe.set_defaults(func=_cmd_probe)
 
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
     health.add_argument("process", choices=["server", "updater"])
