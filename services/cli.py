@@ -75,6 +75,11 @@ async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
 
 
 def _cmd_trigger(args: argparse.Namespace) -> int:
+    try:
+        contract.parse_job(contract.UpdateJob(args.uri, "*", args.delay).fields())
+    except contract.BadMessage as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
     if args.uri not in contract.CATALOG:
         print(
             f"mcp-lab: unknown uri {args.uri!r}; the lab serves {sorted(contract.CATALOG)}",

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from services import contract, evidence, report, scoring
+from services.evidence import Recorder
 from services.relay import Relay
 from services.sessions import SessionRegistry
 
@@ -68,7 +69,9 @@ def _sse(data: dict[str, Any]) -> str:
     return f"event: report\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def add_routes(server: FastMCP, redis: Redis, relay: Relay, registry: SessionRegistry) -> None:
+def add_routes(
+    server: FastMCP, redis: Redis, relay: Relay, registry: SessionRegistry, recorder: Recorder
+) -> None:
     """Register the dashboard and health routes on ``server``."""
 
     @server.custom_route("/", methods=["GET"])
@@ -104,5 +107,6 @@ def add_routes(server: FastMCP, redis: Redis, relay: Relay, registry: SessionReg
             "relayed": relay.messages_relayed,
             "ignored": relay.messages_ignored,
             "sessions": len(registry),
+            "events_lost": recorder.lost,
         }
         return JSONResponse(body, status_code=200 if healthy else 503)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -27,6 +28,8 @@ logger = logging.getLogger("mcp_lab")
 
 INTERNAL_ERROR = -32603
 INVALID_PARAMS = -32602
+# Requests whose response is a long-lived stream.
+LONG_LIVED = frozenset({"subscriptions/listen"})
 _READ_PAGE = 1000
 
 # What a handler learnt while serving the current message (the resource version
@@ -88,6 +91,11 @@ class Recorder:
             ctx: ServerRequestContext[Any], call_next: CallNext
         ) -> HandlerResult:
             received = now_ms()
+            params = ctx.params if isinstance(ctx.params, dict) else {}
+            if ctx.method in LONG_LIVED:
+                # Recorded on arrival: the request lasts as long as its stream.
+                await self.record(_inbound(peer_of(ctx, None), ctx.method, received, params))
+                return await call_next(ctx)
             notes: dict[str, Any] = {}
             token = _annotations.set(notes)
             error: int | None = None
@@ -104,22 +112,32 @@ class Recorder:
                 raise
             finally:
                 _annotations.reset(token)
-                params = ctx.params if isinstance(ctx.params, dict) else {}
-                uri = params.get("uri")
                 peer = peer_of(ctx, params.get("clientInfo"))
-                await self.record(
-                    _event(
-                        peer,
-                        "in",
-                        ctx.method,
-                        received,
-                        uri if isinstance(uri, str) else None,
-                        notes.get("version"),
-                        error=error,
-                    )
-                )
+                inbound = _inbound(peer, ctx.method, received, params, notes.get("version"), error)
+                with anyio.CancelScope(shield=True):  # a cancelled request is still evidence
+                    await self.record(inbound)
 
         return record_inbound
+
+
+def _uri_of(method: str, params: dict[str, Any]) -> str | None:
+    """The resource a message is about: ``params.uri``, or the first URI a listen names."""
+    if method == "subscriptions/listen":
+        wanted = (params.get("notifications") or {}).get("resourceSubscriptions") or []
+        return wanted[0] if wanted and isinstance(wanted[0], str) else None
+    uri = params.get("uri")
+    return uri if isinstance(uri, str) else None
+
+
+def _inbound(
+    peer: Peer,
+    method: str,
+    received: int,
+    params: dict[str, Any],
+    version: int | None = None,
+    error: int | None = None,
+) -> contract.Event:
+    return _event(peer, "in", method, received, _uri_of(method, params), version, error=error)
 
 
 def _event(

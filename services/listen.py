@@ -11,9 +11,11 @@ naming a catalog URI counts as a subscribe: the updater schedules the update.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
@@ -21,6 +23,7 @@ from mcp.server.subscriptions import (
     ListenHandler,
     ResourcesListChanged,
     ResourceUpdated,
+    ServerEvent,
 )
 
 from services import contract
@@ -31,6 +34,30 @@ logger = logging.getLogger("mcp_lab")
 
 OnSubscribe = Callable[[Peer, str], Awaitable[str]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
+_CLEANUP_SECONDS = 5
+
+
+class StreamBus(InMemorySubscriptionBus):
+    """The bus of one listen stream. Events published before the SDK's handler
+    has subscribed (the stream registers, and its update may be relayed, a
+    moment earlier) are kept and handed over when it subscribes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._early: list[ServerEvent] | None = []
+
+    async def publish(self, change: ServerEvent) -> None:
+        if self._early is not None:
+            self._early.append(change)
+            return
+        await super().publish(change)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        early, self._early = self._early or [], None
+        for change in early:
+            listener(change)
+        return unsubscribe
 
 
 class ListenStreams:
@@ -52,29 +79,30 @@ class ListenStreams:
         self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
     ) -> mcp_types.SubscriptionsListenResult:
         peer = self._peer_of(ctx)
-        requested = list(params.notifications.resource_subscriptions or [])
-        uris = [uri for uri in requested if uri in contract.CATALOG]
+        requested = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
         for uri in requested:
             if uri not in contract.CATALOG:
                 # The spec honors a subscription to an unknown URI; it never fires.
                 event("subscriptions/listen", f"uri={uri}", peer, "error=not-found (never fires)")
-        bus = InMemorySubscriptionBus()
+        bus = StreamBus()
         subscriber = Subscriber(
             peer=peer,
             send_updated=lambda uri: bus.publish(ResourceUpdated(uri=uri)),
             send_list_changed=lambda: bus.publish(ResourcesListChanged()),
-            key=f"{peer.session}#listen-{ctx.request_id}",
+            # Client-chosen request ids repeat across instances of one client.
+            key=f"{peer.session}#listen-{uuid.uuid4().hex}",
             always_open=True,
         )
         try:
-            for uri in uris:
+            for uri in (u for u in requested if u in contract.CATALOG):
                 self._registry.subscribe(subscriber, uri)
                 job = await self._on_subscribe(peer, uri)
                 event("subscriptions/listen", f"uri={uri}", peer, f"job={job}")
-            # No await between the jobs above and the handler's own bus
-            # subscription (its first, synchronous step): no update can be missed.
             return await ListenHandler(bus)(ctx, params)
         finally:
-            for uri in self._registry.drop(subscriber.key):
-                await self._on_end(peer, uri)
-            event("subscriptions/listen", "stream ended", peer)
+            # A listen ends when the client goes away, which cancels this request:
+            # the cleanup must not be cancelled with it.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
+                for uri in self._registry.drop(subscriber.key):
+                    await self._on_end(peer, uri)
+                event("subscriptions/listen", "stream ended", peer)

@@ -103,8 +103,11 @@ class Probe:
 
     async def _flow(self, client: Client) -> None:
         if self.protocol == "modern" and client.protocol_version != MODERN:
-            raise ProbeFailed(PROTOCOL_ERROR, "connect",
-                              f"the server negotiated {client.protocol_version}, not {MODERN}")
+            raise ProbeFailed(
+                PROTOCOL_ERROR,
+                "connect",
+                f"the server negotiated {client.protocol_version}, not {MODERN}",
+            )
         caps = client.server_capabilities
         resources = caps.resources if caps is not None else None
         emit(

@@ -3,14 +3,17 @@
 It listens on the updates channel and notifies the sessions of this process
 that are subscribed to the message's URI (only the named session, when the
 message names one). A bad payload is logged and ignored; a lost Redis
-connection is logged and retried with backoff. Nothing stops the relay but
-cancellation.
+connection (or any other error) is logged and the relay resubscribes with
+backoff, so only cancellation stops it. Messages published while it is
+disconnected are not replayed (pub/sub keeps nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -26,6 +29,7 @@ logger = logging.getLogger("mcp_lab")
 UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"
 _MAX_BACKOFF_SECONDS = 5.0
+_SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
 
 
@@ -39,17 +43,19 @@ class Relay:
         self._redis = redis
         self._registry = registry
         self._recorder = recorder
+        # Pub/sub blocks on the socket between messages: no read timeout there.
+        self._pubsub_redis = store.connect(settings.redis_url, socket_timeout=None)
         self.state = "starting"
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
         self.messages_ignored = 0
 
     async def run(self) -> None:
-        """Listen until cancelled, reconnecting after Redis errors."""
+        """Listen until cancelled, reconnecting after any error (Redis or not)."""
         channel = self._settings.updates_channel
         backoff = 0.2
         while True:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._pubsub_redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)
                 self.state = "subscribed"
@@ -59,17 +65,24 @@ class Relay:
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         await self.handle(message["data"])
-            except (RedisError, OSError) as exc:
+            except Exception as exc:
                 self.state = "disconnected"
                 self.subscribed.clear()
-                logger.warning("[relay] redis unavailable (%s); retrying in %.1fs", exc, backoff)
+                if isinstance(exc, (RedisError, OSError)):
+                    logger.warning(
+                        "[relay] redis unavailable (%s); retrying in %.1fs", exc, backoff
+                    )
+                else:
+                    logger.exception("[relay] unexpected error; restarting in %.1fs", backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
             finally:
-                try:
+                with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()
-                except (RedisError, OSError):
-                    pass
+
+    async def close(self) -> None:
+        """Release the relay's own Redis connection."""
+        await self._pubsub_redis.aclose()
 
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
@@ -89,32 +102,39 @@ class Relay:
             )
             return
         self.messages_relayed += 1
-        for target in targets:
-            await self._notify(target, message)
+        # Concurrently, each bounded: one stuck client must not hold up the others.
+        await asyncio.gather(*(self._notify(target, message) for target in targets))
 
     async def _notify(self, target: Subscriber, message: contract.UpdateMessage) -> None:
         version = message.version
         if version is None:
             version = await self._current_version(target, message.uri)
-        peer = target.peer
-        event("resource/update", f"uri={message.uri} version={version}", peer)
-        try:
-            await target.send_updated(message.uri)
-            await self._sent(target, UPDATED, message.uri, version)
-            if self._settings.send_list_changed:
-                await target.send_list_changed()
-                await self._sent(target, LIST_CHANGED, None, None)
-        except Exception:
-            logger.exception("[relay] sending to session=%s failed", peer.session)
+        event("resource/update", f"uri={message.uri} version={version}", target.peer)
+        await self._send(target, UPDATED, message.uri, version, target.send_updated(message.uri))
+        if self._settings.send_list_changed:
+            await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
 
-    async def _sent(
-        self, target: Subscriber, method: str, uri: str | None, version: object
+    async def _send(
+        self,
+        target: Subscriber,
+        method: str,
+        uri: str | None,
+        version: object,
+        sending: Awaitable[None],
     ) -> None:
+        """Send one notification and record it: delivered only if a stream was open
+        when it went out and the send completed."""
         peer = target.peer
         delivered = self._registry.can_deliver(target)
+        problem = "" if delivered else "delivered=no (no open GET stream)"
+        try:
+            await asyncio.wait_for(sending, timeout=_SEND_TIMEOUT_SECONDS)
+        except Exception as exc:
+            delivered = False
+            problem = f"delivered=no (send failed: {type(exc).__name__})"
+            logger.warning("[relay] sending %s to session=%s failed: %r", method, peer.session, exc)
         detail = f"{method} uri={uri}" if uri else method
-        extra = "" if delivered else "delivered=no (no open GET stream)"
-        event("notification/send", detail, peer, extra)
+        event("notification/send", detail, peer, problem)
         recorded_version = version if isinstance(version, int) else None
         await self._recorder.sent(peer, method, uri, recorded_version, delivered)
 

@@ -45,6 +45,7 @@ class SessionScore:
     transport: str
     checkpoints: dict[str, int | None]
     dropped_notifications: int = 0
+    initial_version: int | None = None
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
@@ -108,24 +109,31 @@ def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
     )
     polled: list[Event] = []
     tools = 0
+    notified_version = 2
     for event in ordered:
         if _ok(event, "in", _CONNECT_METHODS):
             marks["connected"] = marks["connected"] or event.ts_ms
         elif _ok(event, "in", {"resources/list"}):
             marks["discovered"] = marks["discovered"] or event.ts_ms
         elif _ok(event, "in", {"resources/read"}, uri) and event.version is not None:
-            if event.version == 1:
-                marks["read_initial"] = marks["read_initial"] or event.ts_ms
-            elif marks["notified"] is not None:
+            if marks["notified"] is None:
+                # The first read, usually version 1 (later in shared scope).
+                if marks["read_initial"] is None:
+                    marks["read_initial"] = event.ts_ms
+                    score.initial_version = event.version
+                elif event.version > (score.initial_version or 1):
+                    polled.append(event)
+            elif event.version >= notified_version:
                 marks["re_read"] = marks["re_read"] or event.ts_ms
-            else:
-                polled.append(event)
         elif _ok(event, "in", _SUBSCRIBE_METHODS, uri):
             marks["subscribed"] = marks["subscribed"] or event.ts_ms
         elif _ok(event, "out", {UPDATED}, uri):
-            if event.delivered:
-                marks["notified"] = marks["notified"] or event.ts_ms
-            else:
+            if event.delivered and marks["notified"] is None:
+                marks["notified"] = event.ts_ms
+                # A hand-made publish notifies without a new version; a read at
+                # the version current then is still a re-read.
+                notified_version = event.version if event.version is not None else 2
+            elif not event.delivered:
                 score.dropped_notifications += 1
         elif _ok(event, "in", {"tools/call"}):
             tools += 1
@@ -136,7 +144,12 @@ def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
 def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
     marks = score.checkpoints
     notes: list[str] = []
-    if marks["subscribed"] is None and (marks["read_initial"] or polled):
+    missing = [name for name in CHECKPOINTS[: score.level] if marks[name] is None]
+    if missing:
+        notes.append(f"reached level {score.level} without: {', '.join(missing)}")
+    if score.initial_version not in (None, 1):
+        notes.append(f"first read saw version {score.initial_version} (shared scope?)")
+    if marks["subscribed"] is None and marks["read_initial"]:
         notes.append("read the resource but never subscribed")
     if score.dropped_notifications:
         notes.append(
@@ -144,7 +157,10 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
             "no open stream to carry them (no GET stream open)"
         )
     if marks["subscribed"] and marks["notified"] is None and not score.dropped_notifications:
-        notes.append("subscribed; no notification sent yet (the update may still be pending)")
+        notes.append(
+            "subscribed; no notification delivered (the update may still be pending, "
+            "or the session ended first)"
+        )
     if marks["notified"] and marks["re_read"] is None:
         notes.append("notified but never re-read")
     if polled:

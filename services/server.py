@@ -192,6 +192,8 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            await lab.relay.close()
+            await redis.aclose()
 
     server = FastMCP(
         "mcp-subscribe-lab",
@@ -279,7 +281,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
-    dashboard.add_routes(server, redis, lab.relay, registry)
+    dashboard.add_routes(server, redis, lab.relay, registry, recorder)
 
     return server, lab
 

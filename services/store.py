@@ -46,13 +46,14 @@ return versions
 """
 
 
-def connect(url: str) -> Redis:
-    """A client for ``url`` that returns str, with bounded connect and reply times."""
+def connect(url: str, socket_timeout: float | None = 10) -> Redis:
+    """A client for ``url`` that returns str, with bounded connect and reply times
+    (``socket_timeout=None`` for a connection that blocks on pub/sub)."""
     return Redis.from_url(
         url,
         decode_responses=True,
         socket_connect_timeout=5,
-        socket_timeout=10,
+        socket_timeout=socket_timeout,
         health_check_interval=15,
     )
 

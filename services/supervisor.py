@@ -51,10 +51,11 @@ def _port_is_free(port: int) -> bool:
 
 
 @contextmanager
-def _redis_for_lab(redis_port: int | None) -> Iterator[tuple[str, EmbeddedRedis | None]]:
-    url = os.environ.get("REDIS_URL")
-    if url:
-        yield url, None
+def _redis_for_lab(
+    settings: LabSettings, redis_port: int | None
+) -> Iterator[tuple[str, EmbeddedRedis | None]]:
+    if "redis_url" in settings.model_fields_set:  # REDIS_URL from the environment or .env
+        yield settings.redis_url, None
         return
     port = redis_port or (
         DEFAULT_EMBEDDED_REDIS_PORT if _port_is_free(DEFAULT_EMBEDDED_REDIS_PORT) else free_port()
@@ -106,7 +107,7 @@ def run_lab(settings: LabSettings, redis_port: int | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with _redis_for_lab(redis_port) as (redis_url, embedded):
+    with _redis_for_lab(settings, redis_port) as (redis_url, embedded):
         env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
         processes = {name: _spawn(name, env, lock) for name in ("server", "updater")}
         with lock:

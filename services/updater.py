@@ -114,7 +114,16 @@ class Updater:
             )
             task = asyncio.create_task(self._apply_when_due(entry_id, job, due))
         self._scheduled[entry_id] = task
-        task.add_done_callback(lambda _: self._scheduled.pop(entry_id, None))
+        task.add_done_callback(lambda done: self._finished(entry_id, done))
+
+    def _finished(self, entry_id: str, task: asyncio.Task[None]) -> None:
+        self._scheduled.pop(entry_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error(
+                "[updater] job=%s failed: %r; it stays pending until an updater restarts",
+                entry_id,
+                task.exception(),
+            )
 
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))

@@ -55,6 +55,7 @@ async def test_trigger_for_one_session(lab, redis_url) -> None:
         assert await a.wait_updated(1) == [STATUS_URI]
         await b.session.send_ping()
         assert b.updated == []
+        assert server.matching(r"\[notification/send\] .*client=other/") == []
         assert version_of(await b.read_text()) == 1
 
 

@@ -24,7 +24,8 @@ from tests.lab import ROOT, STATUS_URI, connect, version_of
 # Building the images on a fresh machine takes a minute or two on top of the test.
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.timeout(900)]
 
-DELAY = 3.0
+# Long enough that the restart test kills the updater before the job is due.
+DELAY = 6.0
 BOUND = 20.0
 
 if not docker_answers():

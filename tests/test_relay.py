@@ -79,9 +79,10 @@ async def test_json_message_for_one_session_reaches_only_that_session(lab, redis
         message = f'{{"uri":"{STATUS_URI}","session":"{session}","version":7}}'
         redis_cli(redis_url, "publish", CHANNEL, message)
         assert await a.wait_updated(1) == [STATUS_URI]
-        server.wait_for(r"\[resource/update\] .*version=7 .*client=target/", timeout=5)
+        server.wait_for(r"\[notification/send\] .*client=target/", timeout=5)
         await b.session.send_ping()
         assert b.updated == []
+        assert server.matching(r"\[notification/send\] .*client=other/") == []
 
 
 async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(lab, redis_url) -> None:

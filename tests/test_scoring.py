@@ -165,3 +165,26 @@ def test_table_names_every_level() -> None:
     clients = score_clients([CONNECT, LIST, READ_1])
     table = to_table("0-0", clients)
     assert "cli/1.0" in table and f"3 {LEVEL_NAMES[3]}" in table
+
+
+def test_reread_after_a_hand_made_publish_counts_at_the_same_version() -> None:
+    bare = ev(6300, UPDATED, "out", uri=STATUS_URI, version=1, delivered=True)
+    reread = ev(6400, "resources/read", uri=STATUS_URI, version=1)
+    score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, bare, reread])
+    assert score.level == 6
+
+
+def test_a_late_client_in_shared_scope_first_reads_a_later_version() -> None:
+    late_read = ev(1200, "resources/read", uri=STATUS_URI, version=3)
+    notified = ev(6300, UPDATED, "out", uri=STATUS_URI, version=4, delivered=True)
+    reread = ev(6400, "resources/read", uri=STATUS_URI, version=4)
+    score = score_session([CONNECT, LIST, late_read, SUBSCRIBE, notified, reread])
+    assert score.level == 6
+    assert score.checkpoints["read_initial"] == 1200
+    assert any("first read saw version 3" in note for note in score.notes)
+
+
+def test_a_level_reached_with_gaps_says_what_is_missing() -> None:
+    score = score_session([CONNECT, NOTIFIED, READ_2])
+    assert score.level == 6
+    assert any("without: discovered, read_initial, subscribed" in n for n in score.notes)

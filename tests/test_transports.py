@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
 
 import mcp_types
 import pytest
@@ -45,6 +47,8 @@ async def modern_flow(client: Client) -> None:
     import anyio
 
     assert client.protocol_version == "2026-07-28"
+    listed = await client.list_resources()
+    assert [str(r.uri) for r in listed.resources] == [STATUS_URI]
     assert version_of(text_of(await client.read_resource(STATUS_URI))) == 1
     with anyio.fail_after(float(DELAY) + BOUND):
         async with client.listen(resource_subscriptions=[STATUS_URI]) as subscription:
@@ -72,7 +76,10 @@ async def test_modern_listen_over_streamable_http(lab, redis_url) -> None:
     result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
     entry = next(c for c in json.loads(result.stdout)["clients"] if c["client"] == "modern-client")
     assert entry["level"] == 6
-    assert entry["sessions"][0]["protocol"] == "2026-07-28"
+    session = entry["sessions"][0]
+    assert session["protocol"] == "2026-07-28"
+    assert all(session["checkpoints"].values()), session["checkpoints"]
+    server.wait_for(rf"\[subscriptions/listen\] stream ended {who}")
 
 
 async def test_modern_unknown_resource_is_invalid_params(lab) -> None:
@@ -98,47 +105,28 @@ async def test_legacy_sse_transport(lab) -> None:
     assert "delivered=no" not in line
 
 
-async def test_legacy_flow_over_stdio_logs_only_to_stderr(redis_url) -> None:
+async def test_legacy_flow_over_stdio_logs_only_to_stderr(lab, redis_url) -> None:
+    lab.updater(update_delay_seconds=DELAY)
     env = lab_env(redis_url, update_delay_seconds=DELAY)
-    updater = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "updater"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with tempfile.TemporaryFile("w+") as errlog:
-            async with connect_stdio(env, errlog, "stdio-client") as client:
-                assert version_of(await client.read_text()) == 1
-                await client.session.subscribe_resource(STATUS_URI)
-                await client.wait_updated(1, timeout=float(DELAY) + BOUND)
-                assert version_of(await client.read_text()) == 2
-            errlog.seek(0)
-            log = errlog.read()
-    finally:
-        updater.terminate()
-        updater.wait(timeout=10)
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with connect_stdio(env, errlog, "stdio-client") as client:
+            assert version_of(await client.read_text()) == 1
+            await client.session.subscribe_resource(STATUS_URI)
+            await client.wait_updated(1, timeout=float(DELAY) + BOUND)
+            assert version_of(await client.read_text()) == 2
+        errlog.seek(0)
+        log = errlog.read()
     assert "[initialize] client connected" in log and "transport=stdio" in log
     assert "[notification/send] notifications/resources/updated" in log
+    assert "delivered=no" not in log
 
 
-async def test_modern_listen_over_stdio(redis_url) -> None:
+async def test_modern_listen_over_stdio(lab, redis_url) -> None:
+    lab.updater(update_delay_seconds=DELAY)
     env = lab_env(redis_url, update_delay_seconds=DELAY)
-    updater = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "updater"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        info = mcp_types.Implementation(name="modern-stdio", version="1.0")
-        async with Client(stdio_server(env), client_info=info) as client:
-            await modern_flow(client)
-    finally:
-        updater.terminate()
-        updater.wait(timeout=10)
+    info = mcp_types.Implementation(name="modern-stdio", version="1.0")
+    async with Client(stdio_server(env), client_info=info) as client:
+        await modern_flow(client)
 
 
 def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
@@ -164,16 +152,21 @@ def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(stdin)
-    proc.stdin.flush()
-    replies = [json.loads(proc.stdout.readline()) for _ in range(2)]  # bounded by the timeout
-    proc.stdin.close()  # end of input: the server exits
-    proc.wait(timeout=20)
-    assert proc.stderr is not None
-    stderr = proc.stderr.read()
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.flush()
+        replies = [json.loads(lines.get(timeout=30)) for _ in range(2)]
+        proc.stdin.close()  # end of input: the server exits
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    finally:
+        proc.kill()
     assert [r["id"] for r in replies] == [1, 2]
-    assert replies[1]["result"]["resources"][0]["uri"] == STATUS_URI
     assert all(r["jsonrpc"] == "2.0" for r in replies)
-    assert proc.stdout.read() == ""
-    assert "[resources/list] requested" in stderr
+    assert replies[1]["result"]["resources"][0]["uri"] == STATUS_URI
+    assert lines.empty()  # nothing else on stdout
+    assert "[resources/list] requested" in proc.stderr.read()

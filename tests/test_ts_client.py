@@ -39,6 +39,7 @@ def node_client() -> str:
     return node
 
 
+@pytest.mark.timeout(600)  # the first use installs the SDK with npm ci
 def test_typescript_sdk_client_runs_the_flow_to_version_2(lab, node_client) -> None:
     server, url = lab.server(update_delay_seconds="0.5")
     lab.updater(update_delay_seconds="0.5")

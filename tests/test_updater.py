@@ -32,6 +32,8 @@ async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_cl
         assert len(again.matching(r"\[resource/update\]")) == 1
         assert len(server.matching(r"\[notification/send\]")) == 1
         assert redis_client.xlen(contract.JOBS_STREAM) == 0
+        pending = redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)
+        assert pending["pending"] == 0
 
 
 async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(lab) -> None:
