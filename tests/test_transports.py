@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 
+import anyio
 import mcp_types
 import pytest
 from mcp import Client
@@ -22,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from tests.lab import (
     ROOT,
     STATUS_URI,
+    connect,
     connect_sse,
     connect_stdio,
     lab_env,
@@ -44,8 +46,6 @@ def text_of(result: mcp_types.ReadResourceResult) -> str:
 
 async def modern_flow(client: Client) -> None:
     """read v1, listen, the update event, read v2 (2026-07-28)."""
-    import anyio
-
     assert client.protocol_version == "2026-07-28"
     listed = await client.list_resources()
     assert [str(r.uri) for r in listed.resources] == [STATUS_URI]
@@ -170,3 +170,26 @@ def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
     assert replies[1]["result"]["resources"][0]["uri"] == STATUS_URI
     assert lines.empty()  # nothing else on stdout
     assert "[resources/list] requested" in proc.stderr.read()
+
+
+async def test_one_publish_reaches_a_legacy_session_and_a_listen_stream_on_two_replicas(
+    lab, redis_client
+) -> None:
+    one, url_one = lab.server(update_delay_seconds="600")
+    two, url_two = lab.server(update_delay_seconds="600")
+    info = mcp_types.Implementation(name="modern-replica", version="1.0")
+    async with (
+        connect(url_one, "legacy-replica") as legacy,
+        Client(url_two, client_info=info) as modern,
+    ):
+        await legacy.session.subscribe_resource(STATUS_URI)
+        with anyio.fail_after(BOUND):
+            async with modern.listen(resource_subscriptions=[STATUS_URI]) as subscription:
+                two.wait_for(r"\[subscriptions/listen\] uri=test://review/status .*modern-replica")
+                assert redis_client.publish("mcp:resources:updated", STATUS_URI) == 2
+                async for update in subscription:
+                    assert update.uri == STATUS_URI
+                    break
+        assert await legacy.wait_updated(1, timeout=BOUND) == [STATUS_URI]
+    one.wait_for(r"\[notification/send\] .*client=legacy-replica/")
+    two.wait_for(r"\[notification/send\] .*client=modern-replica/")
