@@ -33,10 +33,8 @@ COMPOSE_SUITE=${COMPOSE_SUITE:-trixie}
 COMPOSE_PLUGIN_DIR=${COMPOSE_PLUGIN_DIR:-/usr/local/lib/docker/cli-plugins}
 export DEBIAN_FRONTEND=noninteractive
 
-log() { printf 'docker-setup: %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-# elapsed seconds since $1 (an $EPOCHREALTIME value), one decimal
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=scripts/lib/apt-sources.sh
+. "$(dirname "$0")/lib/apt-sources.sh"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, dockerd)"
 command -v docker >/dev/null 2>&1 || die "no docker client on PATH"
@@ -44,28 +42,9 @@ command -v docker >/dev/null 2>&1 || die "no docker client on PATH"
 # The Debian mirror apt already uses (deb822 *.sources first, then sources.list).
 debian_mirror() {
     if [ -n "${DEBIAN_MIRROR:-}" ]; then printf '%s\n' "$DEBIAN_MIRROR"; return; fi
-    local uri="" f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -r "$f" ] || continue
-        uri=$(awk 'BEGIN { RS = ""; FS = "\n" }
-            {
-                types = ""; uris = ""; suites = ""; enabled = "yes"
-                for (i = 1; i <= NF; i++) {
-                    line = $i
-                    if (line ~ /^[Tt]ypes:/)   { sub(/^[^:]*:[ \t]*/, "", line); types = line }
-                    if (line ~ /^URIs:/)       { sub(/^[^:]*:[ \t]*/, "", line); uris = line }
-                    if (line ~ /^[Ss]uites:/)  { sub(/^[^:]*:[ \t]*/, "", line); suites = line }
-                    if (line ~ /^[Ee]nabled:/) { sub(/^[^:]*:[ \t]*/, "", line); enabled = tolower(line) }
-                }
-                if (enabled != "no" && (" " types " ") ~ / deb / &&
-                    (" " suites " ") ~ / (bookworm|stable) /) { split(uris, u, /[ \t]+/); print u[1]; exit }
-            }' "$f")
-        [ -n "$uri" ] && break
-    done
-    if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
-        uri=$(sed -E 's/\[[^]]*\]//' /etc/apt/sources.list |
-              awk '$1 == "deb" && ($3 == "bookworm" || $3 == "stable") { print $2; exit }')
-    fi
+    local uri
+    uri=$(apt_uri_for_suite bookworm)
+    [ -n "$uri" ] || uri=$(apt_uri_for_suite stable)
     printf '%s\n' "${uri:-http://deb.debian.org/debian}"
 }
 
