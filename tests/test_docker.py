@@ -52,9 +52,10 @@ def stack() -> Iterator[tuple[DockerCompose, str]]:
     """The compose stack on a free loopback port, under a project name of its own."""
     port = free_port()
     saved = dict(os.environ)
+    project = f"mcp-lab-test-{uuid.uuid4().hex[:8]}"
     os.environ.update(
         {
-            "COMPOSE_PROJECT_NAME": f"mcp-lab-test-{uuid.uuid4().hex[:8]}",
+            "COMPOSE_PROJECT_NAME": project,
             "MCP_LAB_HTTP_PORT": str(port),
             "MCP_TEST_UPDATE_DELAY_SECONDS": str(DELAY),
             "DOCKER_BUILDKIT": "0",
@@ -69,6 +70,13 @@ def stack() -> Iterator[tuple[DockerCompose, str]]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        # The images built for this project only; the base images stay.
+        subprocess.run(
+            ["docker", "image", "rm", "-f", f"{project}-server", f"{project}-updater"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
 
 
 def redis_cli(compose: DockerCompose, *args: str) -> str:
