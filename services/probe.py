@@ -16,6 +16,7 @@ an exit code that names the first failure:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -42,7 +43,11 @@ class ProbeFailed(Exception):
 
 
 def emit(step: str, **fields: Any) -> None:
-    print(json.dumps({"step": step, **fields}, default=str), flush=True)
+    """One JSON line on stdout. If the reader went away (``| head``), go on silently."""
+    try:
+        print(json.dumps({"step": step, **fields}, default=str), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _text(result: mcp_types.ReadResourceResult) -> str:
