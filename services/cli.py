@@ -186,7 +186,8 @@ def _http_get(url: str) -> str:
     import urllib.request
 
     with urllib.request.urlopen(url, timeout=3) as response:  # raises on 4xx/5xx
-        return response.read().decode()
+        body: str = response.read().decode()
+        return body
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from starlette.routing import Mount
 from services import contract, dashboard, evidence, mcp_adapter, store
 from services.eventlog import Peer, event, setup_logging
 from services.evidence import Recorder
+from services.guard import guard
 from services.listen import ListenStreams
 from services.peers import make_peer
 from services.relay import Relay
@@ -308,7 +309,7 @@ async def run_http(settings: LabSettings) -> None:
     """Serve the lab over HTTP until cancelled or interrupted."""
     app, lab = http_app(settings)
     config = uvicorn.Config(
-        app,
+        guard(app, settings),
         host=settings.host,
         port=settings.port,
         log_level="warning",

@@ -25,6 +25,21 @@ class LabSettings(BaseSettings):
     path: str = Field("/mcp", description="Path of the Streamable HTTP endpoint.")
     sse_path: str = Field("/sse", description="Path of the legacy SSE transport ('' turns it off).")
 
+    host_origin_protection: bool = Field(
+        True, description="Check Host (421) and Origin (403) on every HTTP request."
+    )
+    allowed_hosts: str = Field(
+        "", description="Extra Host names allowed, comma-separated (loopback names always are)."
+    )
+    allowed_origins: str = Field(
+        "", description="Extra browser Origins allowed, comma-separated (e.g. https://x.example)."
+    )
+    auth_token: str | None = Field(
+        None, description="If set, HTTP requests need 'Authorization: Bearer <token>'."
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (by Content-Length)."
+    )
     initial_status: str = Field("pending", min_length=1, description="Status word at version 1.")
     updated_status: str = Field(
         "reviewed", min_length=1, description="Status word after an update."
