@@ -33,6 +33,7 @@ from services.sessions import SessionRegistry, Subscriber
 logger = logging.getLogger("mcp_lab")
 
 OnSubscribe = Callable[[Peer, str], Awaitable[str]]
+VersionOf = Callable[[Peer, str], Awaitable[tuple[int, str]]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
 _CLEANUP_SECONDS = 5
 
@@ -67,11 +68,13 @@ class ListenStreams:
         self,
         registry: SessionRegistry,
         peer_of: Callable[[ServerRequestContext[Any]], Peer],
+        version_of: VersionOf,
         on_subscribe: OnSubscribe,
         on_end: OnEnd,
     ) -> None:
         self._registry = registry
         self._peer_of = peer_of
+        self._version_of = version_of
         self._on_subscribe = on_subscribe
         self._on_end = on_end
 
@@ -96,6 +99,7 @@ class ListenStreams:
         try:
             for uri in (u for u in requested if u in contract.CATALOG):
                 self._registry.subscribe(subscriber, uri)
+                subscriber.known[uri] = (await self._version_of(peer, uri))[0]
                 job = await self._on_subscribe(peer, uri)
                 event("subscriptions/listen", f"uri={uri}", peer, f"job={job}")
             return await ListenHandler(bus)(ctx, params)

@@ -4,8 +4,10 @@ It listens on the updates channel and notifies the sessions of this process
 that are subscribed to the message's URI (only the named session, when the
 message names one). A bad payload is logged and ignored; a lost Redis
 connection (or any other error) is logged and the relay resubscribes with
-backoff, so only cancellation stops it. Messages published while it is
-disconnected are not replayed (pub/sub keeps nothing).
+backoff, so only cancellation stops it. Pub/sub keeps nothing for a
+disconnected listener, so after each resubscribe the relay reconciles: every
+subscriber here whose resource moved past the version it was last told about
+is notified then.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Relay:
         """Listen until cancelled, reconnecting after any error (Redis or not)."""
         channel = self._settings.updates_channel
         backoff = 0.2
+        resubscribed = False
         while True:
             pubsub = self._pubsub_redis.pubsub(ignore_subscribe_messages=True)
             try:
@@ -62,6 +65,9 @@ class Relay:
                 self.subscribed.set()
                 logger.info("[relay] subscribed channel=%s", channel)
                 backoff = 0.2
+                if resubscribed:
+                    await self.reconcile()
+                resubscribed = True
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         await self.handle(message["data"])
@@ -83,6 +89,27 @@ class Relay:
     async def close(self) -> None:
         """Release the relay's own Redis connection."""
         await self._pubsub_redis.aclose()
+
+    async def reconcile(self) -> None:
+        """After a gap in the subscription, notify every subscriber here whose
+        resource moved past the version it was last told about: an update
+        published while the relay could not hear it is delivered late, not lost."""
+        checked = notified = 0
+        for target in self._registry.all_subscribers():
+            for uri in sorted(target.uris):
+                checked += 1
+                current = await self._current_version(target, uri)
+                if isinstance(current, int) and current > target.known.get(uri, 0):
+                    notified += 1
+                    logger.info(
+                        "[relay] reconciled uri=%s version=%d session=%s (missed while deaf)",
+                        uri,
+                        current,
+                        target.peer.session,
+                    )
+                    update = contract.UpdateMessage(uri, target.peer.session, current)
+                    await self._notify(target, update)
+        logger.info("[relay] reconcile checked=%d notified=%d", checked, notified)
 
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
@@ -110,6 +137,8 @@ class Relay:
         if version is None:
             version = await self._current_version(target, message.uri)
         event("resource/update", f"uri={message.uri} version={version}", target.peer)
+        if isinstance(version, int):
+            target.known[message.uri] = max(version, target.known.get(message.uri, 0))
         await self._send(target, UPDATED, message.uri, version, target.send_updated(message.uri))
         if self._settings.send_list_changed:
             await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())

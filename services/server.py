@@ -242,8 +242,9 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             send_list_changed=session.send_resource_list_changed,
             always_open=peer.transport != "streamable-http",
         )
-        registry.subscribe(subscriber, uri)
+        registered = registry.subscribe(subscriber, uri)
         try:
+            registered.known[uri] = (await lab.read(peer, uri))[0]
             job_id = await lab.schedule_update(peer, uri)
         except MCPError:
             registry.unsubscribe(peer.session, uri)
@@ -273,6 +274,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     listen = ListenStreams(
         registry,
         peer_of=lambda ctx: lab.peer_of_request(ctx, None),
+        version_of=lambda peer, uri: lab.read(peer, uri),
         on_subscribe=lab.schedule_update,
         on_end=lab.forget_subscription,
     )

@@ -29,6 +29,9 @@ class Subscriber:
     # True for SSE, stdio and listen streams, whose stream is the connection
     # itself; a Streamable HTTP session needs its GET stream open.
     always_open: bool = False
+    # Per URI, the version this subscriber was last told about (or saw when it
+    # subscribed): after an outage the relay notifies what is newer.
+    known: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.key = self.key or self.peer.session
@@ -71,10 +74,12 @@ class SessionRegistry:
         """Whether a notification to ``subscriber`` has an open stream to travel on."""
         return subscriber.always_open or self._open_streams.get(subscriber.peer.session, 0) > 0
 
-    def subscribe(self, subscriber: Subscriber, uri: str) -> None:
-        """Add ``uri`` to the subscriptions of ``subscriber``."""
+    def subscribe(self, subscriber: Subscriber, uri: str) -> Subscriber:
+        """Add ``uri`` to the subscriptions of ``subscriber`` (or of the one already
+        registered under its key, which is returned)."""
         entry = self._subscribers.setdefault(subscriber.key, subscriber)
         entry.uris.add(uri)
+        return entry
 
     def unsubscribe(self, key: str, uri: str) -> bool:
         """Drop one subscription; True if it existed."""
@@ -90,6 +95,10 @@ class SessionRegistry:
         """Forget a subscriber (an ended session or stream); returns its URIs."""
         entry = self._subscribers.pop(key, None)
         return set(entry.uris) if entry else set()
+
+    def all_subscribers(self) -> list[Subscriber]:
+        """Every subscriber here."""
+        return list(self._subscribers.values())
 
     def subscribers(self, uri: str, session: str | None = None) -> list[Subscriber]:
         """Subscribers here to ``uri`` (only those of ``session``, when given)."""

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from services import contract
 from services.embedded_redis import free_port, start_redis
 from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
 
@@ -53,3 +54,30 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
         updater.stop()
         if redis is not None:
             redis.stop()
+
+
+async def test_relay_delivers_an_update_it_missed_when_it_resubscribes(lab, redis_client) -> None:
+    server, url = lab.server(update_delay_seconds="600")
+    async with connect(url, "reconciled") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        line = server.wait_for(r"\[initialize\] .*client=reconciled/")
+        session = line.split("session=")[1].split()[0]
+        # An update whose publish the relay never hears: the state moves on,
+        # and the relay's pub/sub connection is cut before anything is published.
+        redis_client.hset(
+            contract.state_key(session, STATUS_URI),
+            mapping={"version": 2, "text": contract.status_text("reviewed", 2, "by hand")},
+        )
+        mark = server.mark()
+        assert redis_client.client_kill_filter(_type="pubsub") >= 1
+        await server.await_line(r"\[relay\] subscribed", since=mark)
+        await server.await_line(
+            r"\[relay\] reconciled uri=test://review/status version=2 ", since=mark
+        )
+        assert await client.wait_updated(1, timeout=10) == [STATUS_URI]
+        assert version_of(await client.read_text()) == 2
+        # Told once: a further gap does not repeat it.
+        mark = server.mark()
+        redis_client.client_kill_filter(_type="pubsub")
+        await server.await_line(r"\[relay\] reconcile checked=1 notified=0", since=mark)
+        assert server.matching(r"\[relay\] reconciled", since=mark) == []
