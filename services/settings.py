@@ -6,7 +6,6 @@ Both processes (server and updater) and the CLI read the same settings, so one
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import AliasChoices, Field
@@ -89,9 +88,3 @@ class LabSettings(BaseSettings):
     def sse_url(self) -> str:
         """The URL a legacy SSE client is pointed at."""
         return f"{self.base_url}{self.sse_path}"
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> LabSettings:
-    """The settings of this process, read once."""
-    return LabSettings()
