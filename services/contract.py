@@ -13,6 +13,10 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:updater:{consumer}:alive``  set by a working updater, expires a few seconds later
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
+``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
+                                 session (fields ``stream``, ``message``), for replay
+``mcp:session:{session}``         id of the server replica holding the session
+``mcp:replica:{replica}:alive``   set by a running server replica, expires shortly after
 updates channel                  pub/sub, default ``mcp:resources:updated``
 """
 
@@ -78,6 +82,36 @@ UPDATER_HEARTBEAT_SECONDS = 15
 def updater_heartbeat_key(consumer: str) -> str:
     """Key an updater refreshes while it works; its healthcheck looks for it."""
     return f"mcp:updater:{consumer}:alive"
+
+
+# Resumable Streamable HTTP streams. Every SSE event a session is sent is kept
+# in its resume stream; an event's id (the ``Last-Event-ID`` a client resumes
+# with) is the stream entry id. An entry with an empty ``message`` is a priming
+# event: it carries an id and no message.
+RESUME_STREAM_FIELD = "stream"
+RESUME_MESSAGE_FIELD = "message"
+REPLICA_HEARTBEAT_SECONDS = 15
+
+
+def resume_key(session: str) -> str:
+    """Stream of the SSE events sent to ``session``, kept for replay."""
+    return f"mcp:resume:{session}"
+
+
+def session_owner_key(session: str) -> str:
+    """Key naming the server replica that holds ``session``."""
+    return f"mcp:session:{session}"
+
+
+def replica_heartbeat_key(replica: str) -> str:
+    """Key a server replica refreshes while it runs."""
+    return f"mcp:replica:{replica}:alive"
+
+
+def is_event_id(value: str) -> bool:
+    """Whether ``value`` has the shape of an event id (a stream entry id ``ms-seq``)."""
+    millis, dash, seq = value.partition("-")
+    return bool(dash) and millis.isdigit() and seq.isdigit() and len(value) <= 41
 
 
 def subscribers_key(uri: str) -> str:
@@ -214,7 +248,9 @@ class Event:
     """One piece of evidence: a message a client sent, or a notification sent to it.
 
     ``delivered`` is set for notifications only: whether the session had an open
-    stream to carry it when it was sent. ``error`` is the JSON-RPC error code the
+    stream to carry it when it was sent. ``resumed`` marks a notification written
+    to a stream the client resumed with ``Last-Event-ID`` (a replay, or the live
+    tail served by another replica). ``error`` is the JSON-RPC error code the
     server answered with, if any.
     """
 
@@ -230,6 +266,7 @@ class Event:
     version: int | None = None
     delivered: bool | None = None
     error: int | None = None
+    resumed: bool = False
 
     def fields(self) -> dict[str, str]:
         """The stream entry's fields (absent values are left out)."""
@@ -251,6 +288,8 @@ class Event:
             out["delivered"] = "1" if self.delivered else "0"
         if self.error is not None:
             out["error"] = str(self.error)
+        if self.resumed:
+            out["resumed"] = "1"
         return out
 
     @classmethod
@@ -270,6 +309,7 @@ class Event:
                 version=int(fields["version"]) if "version" in fields else None,
                 delivered=fields["delivered"] == "1" if "delivered" in fields else None,
                 error=int(fields["error"]) if "error" in fields else None,
+                resumed=fields.get("resumed") == "1",
             )
         except (KeyError, ValueError) as exc:
             raise BadMessage(f"malformed event {fields!r}: {exc}") from exc

@@ -82,6 +82,12 @@ class Recorder:
         """Record a notification sent to ``peer``."""
         await self.record(_event(peer, "out", method, now_ms(), uri, version, delivered=delivered))
 
+    async def resumed(self, peer: Peer, method: str, uri: str | None) -> None:
+        """Record a notification written to a stream the client resumed (``Last-Event-ID``)."""
+        await self.record(
+            _event(peer, "out", method, now_ms(), uri, None, delivered=True, resumed=True)
+        )
+
     def middleware(
         self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]
     ) -> Callable[[ServerRequestContext[Any], CallNext], Any]:
@@ -150,6 +156,7 @@ def _event(
     *,
     delivered: bool | None = None,
     error: int | None = None,
+    resumed: bool = False,
 ) -> contract.Event:
     return contract.Event(
         ts_ms=ts_ms,
@@ -164,6 +171,7 @@ def _event(
         version=version,
         delivered=delivered,
         error=error,
+        resumed=resumed,
     )
 
 

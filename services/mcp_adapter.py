@@ -10,13 +10,17 @@ Checked against fastmcp 4.2.3 and mcp 2.3.0.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastmcp import FastMCP
+from fastmcp.server.http import StreamableHTTPASGIApp
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import EventStore
 from pydantic import BaseModel
+from starlette.applications import Starlette
 
 
 def register_request_handler(
@@ -69,3 +73,36 @@ def add_inbound_middleware(server: FastMCP, middleware: ServerMiddleware[Any]) -
     params, before FastMCP's own dispatch.
     """
     server._mcp_server.middleware.insert(0, middleware)
+
+
+def bind_session_event_stores(app: Starlette, make_store: Callable[[str], EventStore]) -> None:
+    """Give every Streamable HTTP session of ``app`` the event store ``make_store(session_id)``.
+
+    FastMCP hands each session a store that knows only a random prefix, not the
+    ``Mcp-Session-Id``; the lab keys what it stores by session id, so that any
+    replica can find a session's events. The session manager exists only while
+    the app's lifespan runs, so the binding is made when it starts.
+    """
+    endpoint = next(
+        route.endpoint
+        for route in app.router.routes
+        if isinstance(getattr(route, "endpoint", None), StreamableHTTPASGIApp)
+    )
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
+        async with inner(starlette) as state:
+            manager = endpoint.session_manager
+            admit = manager._admit_session
+
+            def admit_with_store(requestor: Any) -> Any:
+                transport = admit(requestor)
+                if transport is not None and transport.mcp_session_id:
+                    transport._event_store = make_store(transport.mcp_session_id)
+                return transport
+
+            manager._admit_session = admit_with_store  # type: ignore[method-assign]
+            yield state
+
+    app.router.lifespan_context = lifespan

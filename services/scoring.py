@@ -45,6 +45,7 @@ class SessionScore:
     transport: str
     checkpoints: dict[str, int | None]
     dropped_notifications: int = 0
+    resumed_notifications: int = 0
     initial_version: int | None = None
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -135,6 +136,8 @@ def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
                 notified_version = event.version if event.version is not None else 2
             elif not event.delivered:
                 score.dropped_notifications += 1
+            if event.resumed:
+                score.resumed_notifications += 1
         elif _ok(event, "in", {"tools/call"}):
             tools += 1
     score.notes = _notes(score, polled, tools)
@@ -151,7 +154,17 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         notes.append(f"first read saw version {score.initial_version} (shared scope?)")
     if marks["subscribed"] is None and marks["read_initial"]:
         notes.append("read the resource but never subscribed")
-    if score.dropped_notifications:
+    if score.resumed_notifications:
+        found_none = (
+            f"; {score.dropped_notifications} found no open stream when sent"
+            if score.dropped_notifications
+            else ""
+        )
+        notes.append(
+            f"{score.resumed_notifications} notification(s) delivered on a stream the client "
+            f"resumed with Last-Event-ID{found_none}"
+        )
+    elif score.dropped_notifications:
         notes.append(
             f"{score.dropped_notifications} notification(s) dropped: "
             "no open stream to carry them (no GET stream open)"

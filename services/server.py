@@ -28,8 +28,9 @@ from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from services import contract, dashboard, evidence, mcp_adapter, store
+from services import contract, dashboard, eventstore, evidence, mcp_adapter, resume, store
 from services.eventlog import Peer, event, setup_logging
+from services.eventstore import RedisEventStore
 from services.evidence import Recorder
 from services.guard import guard
 from services.listen import ListenStreams
@@ -74,6 +75,7 @@ class Lab:
     registry: SessionRegistry
     recorder: Recorder
     relay: Relay
+    replica: str
 
     def peer(self, ctx: Context, client_info: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context."""
@@ -104,6 +106,27 @@ class Lab:
             await store.remove_subscriber(self.redis, uri, peer.session)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+
+    def event_store(self, session: str) -> RedisEventStore:
+        """Where the SSE events sent to ``session`` are kept for resumption."""
+        return RedisEventStore(
+            self.redis,
+            session,
+            self.replica,
+            max_events=self.settings.resume_max_events,
+            ttl_seconds=self.settings.resume_ttl_seconds,
+            on_replayed=self.replayed,
+        )
+
+    async def replayed(self, session: str, message: Any) -> None:
+        """Log and record a notification written to a resumed stream."""
+        if not isinstance(message, mcp_types.JSONRPCNotification):
+            return
+        peer = self.registry.peer(session) or Peer(session=session, transport="streamable-http")
+        uri = (message.params or {}).get("uri")
+        uri = uri if isinstance(uri, str) else None
+        event("notification/resume", f"{message.method} uri={uri}" if uri else message.method, peer)
+        await self.recorder.resumed(peer, message.method, uri)
 
     async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
         try:
@@ -171,6 +194,11 @@ class EventLogMiddleware(Middleware):
             registry.stream_closed(peer.session)
         for uri in uris:
             await self._lab.forget_subscription(peer, uri)
+        if peer.transport == "streamable-http" and self._lab.settings.resumable:
+            try:
+                await eventstore.forget_session(self._lab.redis, peer.session)
+            except (RedisError, OSError) as exc:
+                logger.warning("[lab] could not drop kept events of %s: %s", peer.session, exc)
         event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
 
@@ -179,7 +207,8 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     redis = store.connect(settings.redis_url)
     registry = SessionRegistry()
     recorder = Recorder(redis, settings.events_max)
-    lab = Lab(settings, redis, registry, recorder, Relay(settings, redis, registry, recorder))
+    relay = Relay(settings, redis, registry, recorder)
+    lab = Lab(settings, redis, registry, recorder, relay, resume.new_replica_id())
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -187,12 +216,16 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             await store.ensure_job_group(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
-        task = asyncio.create_task(lab.relay.run(), name="relay")
+        tasks = [
+            asyncio.create_task(lab.relay.run(), name="relay"),
+            asyncio.create_task(resume.heartbeat(redis, lab.replica), name="heartbeat"),
+        ]
         try:
             yield {}
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await lab.relay.close()
             await redis.aclose()
 
@@ -293,7 +326,11 @@ def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
     """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
     generations), legacy SSE at ``settings.sse_path``, the dashboard routes."""
     server, lab = build_lab(settings)
-    app = server.http_app(path=settings.path, transport="http")
+    app = server.http_app(
+        path=settings.path,
+        transport="http",
+        retry_interval=settings.retry_ms if settings.resumable else None,
+    )
     if settings.sse_path:
         sse = create_sse_app(
             server=server,
@@ -303,6 +340,19 @@ def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
         # Last, so /mcp and the dashboard routes match first. Its lifespan is not
         # run by Starlette; FastMCP's own lifespan (the relay) runs once, above.
         app.router.routes.append(Mount("/", app=sse))
+    if settings.resumable:
+        mcp_adapter.bind_session_event_stores(app, lab.event_store)
+        app.add_middleware(
+            resume.ResumeMiddleware,
+            path=settings.path,
+            registry=lab.registry,
+            redis=lab.redis,
+            replica=lab.replica,
+            retry_ms=settings.retry_ms,
+            store_for=lab.event_store,
+            on_replayed=lab.replayed,
+        )
+    # Added last, so it is outermost: it sees every GET stream, resumed ones too.
     app.add_middleware(StreamLogMiddleware, path=settings.path, registry=lab.registry)
     return app, lab
 

@@ -63,6 +63,18 @@ class LabSettings(BaseSettings):
     events_max: int = Field(
         100_000, ge=1000, description="Events kept in the evidence record (older ones drop out)."
     )
+    resumable: bool = Field(
+        True, description="Keep each session's SSE events in Redis for Last-Event-ID resumption."
+    )
+    resume_max_events: int = Field(
+        1000, ge=10, description="SSE events kept per session for resumption (older drop out)."
+    )
+    resume_ttl_seconds: int = Field(
+        3600, ge=60, description="Lifetime in Redis of a session's kept events after the last one."
+    )
+    retry_ms: int = Field(
+        1000, ge=0, description="SSE 'retry' sent to clients: when to reconnect a dropped stream."
+    )
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )

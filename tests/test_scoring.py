@@ -92,6 +92,24 @@ def test_subscribed_but_the_notification_was_dropped() -> None:
     assert any("without a delivered notification" in note for note in score.notes)
 
 
+def test_a_dropped_notification_replayed_on_a_resumed_stream_counts_as_notified() -> None:
+    resumed = Event(
+        7000, "s1", "unknown", "?", "?", "streamable-http", "out", UPDATED, STATUS_URI,
+        delivered=True, resumed=True,
+    )  # fmt: skip
+    read_2 = ev(7100, "resources/read", uri=STATUS_URI, version=2)
+    score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, DROPPED, resumed, read_2])
+    assert score.level == 6
+    assert score.client == "cli"
+    assert score.resumed_notifications == 1
+    assert any(
+        "1 notification(s) delivered on a stream the client resumed with Last-Event-ID; "
+        "1 found no open stream when sent" in note
+        for note in score.notes
+    )
+    assert not any("dropped" in note for note in score.notes)
+
+
 def test_notified_but_never_reread() -> None:
     score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED])
     assert score.level == 5

@@ -1,0 +1,176 @@
+"""Resumable streams: the SSE events sent to each session, kept in Redis.
+
+The mcp SDK calls an ``EventStore`` for every SSE event it writes to a Streamable
+HTTP session (notifications on the GET stream, responses on POST streams) and
+again when a client reconnects with ``Last-Event-ID``. The lab keeps one Redis
+stream per session (``contract.resume_key``), capped in length and expiring a
+while after the last event, so any server replica can read what a session was
+sent. The event id a client sees is the Redis entry id.
+
+Storing never raises: the SDK stores before it sends, so a Redis error here must
+not stop the notification (it only cannot be replayed later, and says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from mcp.server.streamable_http import (
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
+from mcp_types import JSONRPCMessage
+from pydantic import TypeAdapter, ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services import contract
+
+logger = logging.getLogger("mcp_lab")
+
+# Longest a store or a replay waits for Redis; a notification is sent only after
+# it has been stored, so this bounds what a hung Redis can add to its latency.
+REDIS_TIMEOUT_SECONDS = 2.0
+
+_messages: TypeAdapter[JSONRPCMessage] = TypeAdapter(JSONRPCMessage)
+
+# Called for each message written to a client from the store: (session, message).
+OnReplayed = Callable[[str, JSONRPCMessage], Awaitable[None]]
+
+
+def encode(message: JSONRPCMessage | None) -> str:
+    """A message as kept in the resume stream (``""`` for a priming event).
+
+    Unset fields stay unset, so a replayed message is the one first sent (a
+    notification keeps its ``params``, and nothing gains a ``null``)."""
+    if message is None:
+        return ""
+    return message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+def decode(data: str) -> JSONRPCMessage | None:
+    """The message of a resume-stream entry; ``None`` for a priming event or a bad entry."""
+    if not data:
+        return None
+    try:
+        return _messages.validate_json(data)
+    except ValidationError as exc:
+        logger.warning("[resume] skipped an unreadable stored event: %s", exc.errors()[:1])
+        return None
+
+
+async def events_after(
+    redis: Redis, session: str, last_event_id: str
+) -> tuple[StreamId, list[tuple[EventId, JSONRPCMessage]]] | None:
+    """The stream ``last_event_id`` belongs to and the messages sent on it since.
+
+    ``None`` when the id is malformed, unknown, or no longer kept (expired or
+    trimmed): the caller cannot tell which events the client missed.
+    """
+    if not contract.is_event_id(last_event_id):
+        return None
+    key = contract.resume_key(session)
+    first = await redis.xrange(key, min=last_event_id, max=last_event_id, count=1)
+    if not first:
+        return None
+    stream = first[0][1].get(contract.RESUME_STREAM_FIELD, "")
+    later = await redis.xrange(key, min=f"({last_event_id}", max="+")
+    events: list[tuple[EventId, JSONRPCMessage]] = []
+    for entry_id, fields in later:
+        if fields.get(contract.RESUME_STREAM_FIELD) != stream:
+            continue
+        message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
+        if message is not None:
+            events.append((entry_id, message))
+    return stream, events
+
+
+async def forget_session(redis: Redis, session: str) -> None:
+    """Drop what is kept for an ended session: its events and its owner."""
+    await redis.delete(contract.resume_key(session), contract.session_owner_key(session))
+
+
+class RedisEventStore(EventStore):
+    """The event store of ONE session; each session's transport gets its own."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        session: str,
+        replica: str,
+        *,
+        max_events: int,
+        ttl_seconds: int,
+        on_replayed: OnReplayed,
+    ) -> None:
+        self._redis = redis
+        self._session = session
+        self._replica = replica
+        self._max_events = max_events
+        self._ttl = ttl_seconds
+        self._on_replayed = on_replayed
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
+        key = contract.resume_key(self._session)
+        fields = {
+            contract.RESUME_STREAM_FIELD: str(stream_id),
+            contract.RESUME_MESSAGE_FIELD: encode(message),
+        }
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
+                pipe = self._redis.pipeline(transaction=True)
+                pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)  # type: ignore[arg-type]
+                pipe.expire(key, self._ttl)
+                pipe.set(contract.session_owner_key(self._session), self._replica, ex=self._ttl)
+                entry_id, *_ = await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning(
+                "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
+                exc or type(exc).__name__,
+                self._session,
+                stream_id,
+            )
+            return ""
+        return str(entry_id)
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        """Send the events of ``last_event_id``'s stream that came after it."""
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
+                found = await events_after(self._redis, self._session, last_event_id)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning(
+                "[resume] replay failed (%s): session=%s last_event_id=%s",
+                exc or type(exc).__name__,
+                self._session,
+                last_event_id[:64],
+            )
+            return None
+        if found is None:
+            logger.warning(
+                "[resume] nothing to replay: session=%s last_event_id=%s is unknown, "
+                "expired or trimmed",
+                self._session,
+                last_event_id[:64],
+            )
+            return None
+        stream, events = found
+        logger.info(
+            "[resume] replay session=%s stream=%s after=%s events=%d",
+            self._session,
+            stream,
+            last_event_id,
+            len(events),
+        )
+        for event_id, message in events:
+            await send_callback(EventMessage(message, event_id))
+            await self._on_replayed(self._session, message)
+        return stream

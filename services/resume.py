@@ -1,0 +1,225 @@
+"""Resuming a session's GET stream, on this replica or on any other.
+
+Two jobs, both on ``GET <mcp path>``:
+
+* **Priming.** A fresh GET stream of a session held here starts with an event
+  that has an id and no data, so a client whose stream drops before any
+  notification still has a ``Last-Event-ID`` to resume from. (The SDK primes
+  POST streams only.)
+* **Resuming elsewhere.** A GET with ``Last-Event-ID`` for a session held by
+  another live replica is served here from Redis: the events the client missed,
+  then each new one as the owner stores it, until the client leaves or the
+  session ends. For a session held here the SDK replays from the same store;
+  for a session no live replica holds the SDK answers 404.
+
+A replica is live while its heartbeat key exists (``contract.replica_heartbeat_key``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+
+from mcp.server.streamable_http import GET_STREAM_KEY
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services import contract
+from services.eventstore import OnReplayed, RedisEventStore, decode, encode, events_after
+from services.sessions import SessionRegistry
+
+logger = logging.getLogger("mcp_lab")
+
+_SESSION_HEADER = b"mcp-session-id"
+_LAST_EVENT_HEADER = b"last-event-id"
+# How long one blocking read of a tailed stream waits before the owner is checked again.
+_TAIL_BLOCK_MS = 2000
+
+
+def new_replica_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+async def heartbeat(redis: Redis, replica: str) -> None:
+    """Keep ``replica``'s heartbeat key alive until cancelled; deleted on the way out."""
+    key = contract.replica_heartbeat_key(replica)
+    try:
+        while True:
+            with contextlib.suppress(RedisError, OSError):
+                await redis.set(key, "1", ex=contract.REPLICA_HEARTBEAT_SECONDS)
+            await asyncio.sleep(contract.REPLICA_HEARTBEAT_SECONDS / 3)
+    finally:
+        with contextlib.suppress(RedisError, OSError, asyncio.CancelledError):
+            await redis.delete(key)
+
+
+async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> bool:
+    """Whether another live replica holds ``session``."""
+    owner = await redis.get(contract.session_owner_key(session))
+    if not owner or owner == replica:
+        return False
+    return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
+
+
+def sse_event(event_id: str, data: str, retry_ms: int | None = None) -> bytes:
+    """One SSE event, as written on the wire."""
+    retry = f"retry: {retry_ms}\n" if retry_ms is not None else ""
+    return f"event: message\nid: {event_id}\n{retry}data: {data}\n\n".encode()
+
+
+class ResumeMiddleware:
+    """ASGI middleware on the MCP path: primes GET streams, serves remote resumes."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str,
+        registry: SessionRegistry,
+        redis: Redis,
+        replica: str,
+        retry_ms: int,
+        store_for: Callable[[str], RedisEventStore],
+        on_replayed: OnReplayed,
+    ) -> None:
+        self._app = app
+        self._path = path.rstrip("/") or "/"
+        self._registry = registry
+        self._redis = redis
+        self._replica = replica
+        self._retry_ms = retry_ms
+        self._store_for = store_for
+        self._on_replayed = on_replayed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "GET"
+            or scope["path"].rstrip("/") != self._path
+        ):
+            await self._app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
+        last_event_id = headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
+        held_here = bool(session) and self._registry.peer(session) is not None
+        if held_here and not last_event_id:
+            await self._app(scope, receive, self._priming(session, send))
+            return
+        if session and last_event_id and not held_here:
+            try:
+                elsewhere = await owner_alive_elsewhere(self._redis, session, self._replica)
+            except (RedisError, OSError) as exc:
+                logger.warning("[resume] cannot look up session=%s: %s", session, exc)
+                elsewhere = False
+            if elsewhere:
+                await self._serve_remote(session, last_event_id, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+    def _priming(self, session: str, send: Send) -> Send:
+        """``send``, with a priming event written right after a 200 response starts."""
+        store = self._store_for(session)
+
+        async def send_primed(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                event_id = await store.store_event(GET_STREAM_KEY, None)
+                if event_id:
+                    body = sse_event(event_id, "", self._retry_ms)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        return send_primed
+
+    async def _serve_remote(
+        self, session: str, last_event_id: str, receive: Receive, send: Send
+    ) -> None:
+        """Replay what ``session`` missed after ``last_event_id``, then follow its stream."""
+        try:
+            found = await events_after(self._redis, session, last_event_id)
+        except (RedisError, OSError) as exc:
+            logger.warning("[resume] replay failed for session=%s: %s", session, exc)
+            found = None
+        if found is None:
+            logger.warning(
+                "[resume] session=%s last_event_id=%s unknown, expired or trimmed; "
+                "following its GET stream from now",
+                session,
+                last_event_id[:64],
+            )
+            stream, missed, cursor = GET_STREAM_KEY, [], "$"
+        else:
+            stream, missed = found
+            cursor = missed[-1][0] if missed else last_event_id
+        logger.info(
+            "[resume] serving session=%s for its owner replica: stream=%s replayed=%d",
+            session,
+            stream,
+            len(missed),
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache, no-transform"),
+                    (b"mcp-session-id", session.encode("latin-1")),
+                ],
+            }
+        )
+        for event_id, message in missed:
+            body = sse_event(event_id, encode(message))
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            await self._on_replayed(session, message)
+
+        async def until_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        watcher = asyncio.ensure_future(until_disconnect())
+        try:
+            await self._follow(session, stream, cursor, send, watcher)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(Exception):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _follow(
+        self, session: str, stream: str, cursor: str, send: Send, watcher: asyncio.Future[None]
+    ) -> None:
+        """Write each new event of ``stream`` until the client leaves or the session ends."""
+        key = contract.resume_key(session)
+        while not watcher.done():
+            reading = asyncio.ensure_future(
+                self._redis.xread({key: cursor}, block=_TAIL_BLOCK_MS, count=100)
+            )
+            await asyncio.wait({reading, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher.done():
+                reading.cancel()
+                return
+            try:
+                batches = reading.result()
+                if not batches and not await owner_alive_elsewhere(
+                    self._redis, session, self._replica
+                ):
+                    logger.info("[resume] session=%s ended on its owner; stream closed", session)
+                    return
+            except (RedisError, OSError) as exc:
+                logger.warning("[resume] following session=%s failed: %s", session, exc)
+                return
+            for _key, entries in batches:
+                for entry_id, fields in entries:
+                    cursor = entry_id
+                    if fields.get(contract.RESUME_STREAM_FIELD) != stream:
+                        continue
+                    message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
+                    if message is None:
+                        continue
+                    body = sse_event(entry_id, encode(message))
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    await self._on_replayed(session, message)
