@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
     EventCallback,
     EventId,
     EventMessage,
@@ -155,13 +156,23 @@ class RedisEventStore(EventStore):
             )
             return None
         if found is None:
+            if not contract.is_event_id(last_event_id):
+                logger.warning(
+                    "[resume] malformed Last-Event-ID %r from session=%s; nothing to replay",
+                    last_event_id[:64],
+                    self._session,
+                )
+                return None
+            # No longer kept (expired or trimmed): what came after it cannot be
+            # told apart, but the client still gets a live GET stream rather
+            # than an empty one it would reconnect to forever.
             logger.warning(
-                "[resume] nothing to replay: session=%s last_event_id=%s is unknown, "
-                "expired or trimmed",
+                "[resume] session=%s last_event_id=%s is no longer kept; "
+                "continuing its GET stream from now",
                 self._session,
-                last_event_id[:64],
+                last_event_id,
             )
-            return None
+            return GET_STREAM_KEY
         stream, events = found
         logger.info(
             "[resume] replay session=%s stream=%s after=%s events=%d",

@@ -237,3 +237,20 @@ async def test_sdk_client_cut_off_mid_run_resumes_and_gets_its_notification(lab)
             assert client.updated == [STATUS_URI]  # once, not twice
     finally:
         proxy.close()
+
+
+async def test_a_last_event_id_no_longer_kept_still_gets_a_live_stream(lab, redis_client) -> None:
+    server, url = lab.server(update_delay_seconds="600")
+    raw = await subscribed_raw(url, "late-resumer")
+    try:
+        async with get_stream(url, raw.session_id) as stream:
+            priming = await stream.next()
+        # Trimmed away, as the oldest events are once a session has had its fill.
+        assert redis_client.xdel(contract.resume_key(raw.session_id), priming.id) == 1
+        mark = server.mark()
+        async with get_stream(url, raw.session_id, last_event_id=priming.id) as stream:
+            await server.await_line(r"\[resume\] session=.* is no longer kept", since=mark)
+            redis_client.publish(CHANNEL, STATUS_URI)
+            assert_updated(await stream.next_message())
+    finally:
+        await raw.close()
