@@ -7,7 +7,7 @@ percentiles of: initialize, resources/read, and subscribe -> notification
 (XADD, updater, Redis script, publish, relay, GET stream). Also the server's
 resident memory before and after.
 
-    .venv/bin/python scripts/bench_flow.py [--flows 50] [--concurrent 20]
+    .venv/bin/python scripts/bench_flow.py [--flows 50] [--concurrent 20] [--no-resume]
 """
 
 from __future__ import annotations
@@ -83,11 +83,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flows", type=int, default=50)
     parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument(
+        "--no-resume", action="store_true", help="MCP_TEST_RESUMABLE=false (no event store)"
+    )
     args = parser.parse_args()
     redis = start_redis()
     server = updater = None
     try:
-        server = start_server(redis.url, free_port(), update_delay_seconds="0")
+        resumable = "false" if args.no_resume else "true"
+        server = start_server(redis.url, free_port(), update_delay_seconds="0", resumable=resumable)
         updater = start_updater(redis.url, update_delay_seconds="0")
         url = next(line.split("url=")[1].split()[0] for line in server.lines if "url=" in line)
         before = rss_mb(server.process.pid)
