@@ -5,8 +5,22 @@ Host and Origin are checked on every route (MCP, SSE, dashboard) by FastMCP's
 and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin from another site 403, as the
 MCP spec requires. With ``MCP_TEST_AUTH_TOKEN`` set, every request but
 ``GET /healthz`` needs ``Authorization: Bearer <token>`` (or ``?token=`` for the
-dashboard in a browser), else 401. A request body over
-``MCP_TEST_MAX_BODY_BYTES`` (by its Content-Length) gets 413.
+dashboard in a browser), else 401.
+
+A request body over ``MCP_TEST_MAX_BODY_BYTES`` gets 413: at once when its
+Content-Length says so, else (a chunked body, which has no Content-Length) as
+soon as the bytes that arrived pass the limit. The guard reads every body
+itself, counting, before the app runs, and hands the app the body only once it
+is complete and within bounds. So a refusal never meets a response the app has
+already started (the app has not been called), and the app never sees a byte of
+a refused body. A body longer or shorter than its own Content-Length gets 400
+(uvicorn already keeps to the Content-Length; this holds behind any server).
+
+Any answer that goes out before the request body was read to its end (a 413, a
+401, a 421 or 403 from the Host/Origin check) closes the connection after it:
+uvicorn would otherwise read and discard the rest of the body for as long as the
+client sends it, which for an endless chunked body is forever. HTTP clients read
+such an early answer (httpx does, even when the write of its body then fails).
 """
 
 from __future__ import annotations
@@ -17,13 +31,14 @@ import logging
 from urllib.parse import parse_qs
 
 from fastmcp.server.http import HostOriginGuardMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
 
 _OPEN_PATHS = frozenset({"/healthz"})
+_SHOWN_PATH_CHARS = 80
 
 
 def _split(value: str) -> list[str]:
@@ -35,6 +50,60 @@ async def _refuse(send: Send, status: int, message: str, extra: list[tuple[bytes
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + extra})
     await send({"type": "http.response.body", "body": body})
+
+
+def _announces_body(scope: Scope) -> bool:
+    """Whether the request says a body follows (chunked, or a Content-Length but 0)."""
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False
+
+
+class CloseWhenBodyUnread:
+    """Adds ``connection: close`` to a response that starts before the request
+    body was read to its end, whoever in the stack answers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _announces_body(scope):
+            await self._app(scope, receive, send)
+            return
+        body_read = False
+
+        async def receiving() -> Message:
+            nonlocal body_read
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_read = True
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and not body_read:
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"connection" for name, _ in headers):
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self._app(scope, receiving, sending)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the app the whole ``body`` in one message, then
+    passes on what the server says next (``http.disconnect``, in time)."""
+    pending = True
+
+    async def replayed() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 class TokenAndSizeGuard:
@@ -50,19 +119,18 @@ class TokenAndSizeGuard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit():
+        length = headers.get(b"content-length")
+        if length is not None and not length.isdigit():
             await _refuse(send, 400, "malformed Content-Length", [])
             return
-        if int(length) > self._max:
-            logger.warning("[guard] body of %s bytes refused (limit %d)", int(length), self._max)
+        declared = None if length is None else int(length)
+        if declared is not None and declared > self._max:
+            logger.warning("[guard] body of %s bytes refused (limit %d)", declared, self._max)
             await _refuse(send, 413, f"request body over {self._max} bytes", [])
             return
         if self._token is not None and scope["path"] not in _OPEN_PATHS:
             if not self._authorized(scope, headers):
-                logger.warning(
-                    "[guard] %s %s without a valid token", scope["method"], scope["path"]
-                )
+                logger.warning("[guard] %s %s without a valid token", scope["method"], _path(scope))
                 await _refuse(
                     send,
                     401,
@@ -70,7 +138,67 @@ class TokenAndSizeGuard:
                     [(b"www-authenticate", b'Bearer realm="mcp-subscribe-lab"')],
                 )
                 return
-        await self._app(scope, receive, send)
+        body = await self._read_body(scope, receive, send, declared)
+        if body is not None:
+            await self._app(scope, _replay(body, receive), send)
+
+    async def _read_body(
+        self, scope: Scope, receive: Receive, send: Send, declared: int | None
+    ) -> bytes | None:
+        """The whole request body, counted as it arrives; None when the request
+        was refused here (413 or 400) or the client went away mid-body."""
+        chunks: list[bytes] = []
+        received = 0
+        framing = "no Content-Length" if declared is None else f"Content-Length {declared}"
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                logger.info(
+                    "[guard] %s %s: client went away after %d bytes of its body (%s)",
+                    scope["method"],
+                    _path(scope),
+                    received,
+                    framing,
+                )
+                return None
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if declared is not None and received > declared:
+                logger.warning(
+                    "[guard] body refused: more than its Content-Length of %d bytes arrived "
+                    "(%d so far) %s %s",
+                    declared,
+                    received,
+                    scope["method"],
+                    _path(scope),
+                )
+                await _refuse(send, 400, "request body longer than its Content-Length", [])
+                return None
+            if received > self._max:
+                logger.warning(
+                    "[guard] body refused at %d bytes, over the limit of %d (%s) %s %s",
+                    received,
+                    self._max,
+                    framing,
+                    scope["method"],
+                    _path(scope),
+                )
+                await _refuse(send, 413, f"request body over {self._max} bytes", [])
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        if declared is not None and received < declared:
+            logger.warning(
+                "[guard] body refused: %d bytes arrived, its Content-Length said %d %s %s",
+                received,
+                declared,
+                scope["method"],
+                _path(scope),
+            )
+            await _refuse(send, 400, "request body shorter than its Content-Length", [])
+            return None
+        return b"".join(chunks)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
         assert self._token is not None
@@ -79,6 +207,14 @@ class TokenAndSizeGuard:
             return True
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         return any(hmac.compare_digest(t.encode(), self._token) for t in query.get("token", []))
+
+
+def _path(scope: Scope) -> str:
+    """The request path for a log line, cut short (a client chooses it)."""
+    path: str = scope.get("path", "")
+    if len(path) > _SHOWN_PATH_CHARS:
+        return f"{path[:_SHOWN_PATH_CHARS]!r}...({len(path)} chars)"
+    return path
 
 
 def guard(app: ASGIApp, settings: LabSettings) -> ASGIApp:
@@ -91,4 +227,4 @@ def guard(app: ASGIApp, settings: LabSettings) -> ASGIApp:
             allowed_origins=_split(settings.allowed_origins),
             mode="strict",
         )
-    return guarded
+    return CloseWhenBodyUnread(guarded)

@@ -37,7 +37,7 @@ class LabSettings(BaseSettings):
         None, description="If set, HTTP requests need 'Authorization: Bearer <token>'."
     )
     max_body_bytes: int = Field(
-        1_048_576, ge=1024, description="Largest request body accepted (by Content-Length)."
+        1_048_576, ge=1024, description="Largest request body accepted (chunked or not)."
     )
     initial_status: str = Field("pending", min_length=1, description="Status word at version 1.")
     updated_status: str = Field(

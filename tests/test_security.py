@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.types import Message, Receive, Scope, Send
 
+from services.guard import CloseWhenBodyUnread, TokenAndSizeGuard
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
@@ -85,6 +92,234 @@ def test_an_oversized_body_gets_413(lab) -> None:
     assert post(url, huge).status_code == 413
     server.wait_for(r"\[guard\] body of \d+ bytes refused")
     assert post(url, INIT).status_code == 200
+
+
+class RecordingApp:
+    """An ASGI app that reads its whole body, records it and answers 200."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        self.bodies.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def drive_guard(
+    app: RecordingApp, headers: list[tuple[bytes, bytes]], incoming: list[Message]
+) -> tuple[list[Message], int]:
+    """One request through the guard stack, in process: ``incoming`` is what the
+    server's ``receive`` gives, then ``http.disconnect``. Returns what the stack
+    sent and how many of ``incoming`` it read."""
+    guarded = CloseWhenBodyUnread(TokenAndSizeGuard(app, None, 4096))
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    sent: list[Message] = []
+    read = 0
+
+    async def receive() -> Message:
+        nonlocal read
+        if read < len(incoming):
+            read += 1
+            return incoming[read - 1]
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await guarded(scope, receive, send)
+    return sent, read
+
+
+def chunks(sizes: list[int], last: bool = True) -> list[Message]:
+    """Body messages of these sizes; the last says no more follows when ``last``."""
+    return [
+        {"type": "http.request", "body": b"x" * size, "more_body": not last or i < len(sizes) - 1}
+        for i, size in enumerate(sizes)
+    ]
+
+
+CHUNKED = [(b"transfer-encoding", b"chunked")]
+
+
+async def test_guard_counts_a_chunked_body_and_refuses_it_as_soon_as_it_passes_the_limit() -> None:
+    app = RecordingApp()
+    sent, read = await drive_guard(app, CHUNKED, chunks([1000] * 10))
+    assert app.bodies == []  # the app never ran, so it never started a response either
+    assert read == 5  # stopped reading at the chunk that passed 4096 bytes
+    start, body = sent
+    assert start["status"] == 413
+    assert (b"connection", b"close") in start["headers"]  # the rest of the body is not read
+    assert json.loads(body["body"]) == {"error": "request body over 4096 bytes"}
+
+
+async def test_guard_hands_the_app_a_chunked_body_up_to_the_limit_whole() -> None:
+    app = RecordingApp()
+    sent, read = await drive_guard(app, CHUNKED, chunks([1000, 3000, 96]))
+    assert app.bodies == [b"x" * 4096]
+    assert read == 3
+    assert sent[0]["status"] == 200
+    assert all(name != b"connection" for name, _ in sent[0]["headers"])
+
+
+@pytest.mark.parametrize(
+    ("declared", "sizes", "error"),
+    [
+        (100, [100, 50], "request body longer than its Content-Length"),
+        (100, [60], "request body shorter than its Content-Length"),
+    ],
+)
+async def test_guard_refuses_a_body_that_does_not_match_its_content_length(
+    declared: int, sizes: list[int], error: str
+) -> None:
+    app = RecordingApp()
+    headers = [(b"content-length", str(declared).encode())]
+    sent, _ = await drive_guard(app, headers, chunks(sizes))
+    assert app.bodies == []
+    assert sent[0]["status"] == 400
+    assert json.loads(sent[1]["body"]) == {"error": error}
+
+
+async def test_guard_answers_nothing_when_the_client_goes_away_mid_body() -> None:
+    app = RecordingApp()
+    sent, read = await drive_guard(app, CHUNKED, chunks([1000], last=False))
+    assert (sent, app.bodies, read) == ([], [], 1)
+
+
+def init_then_padding(padding: int) -> Iterator[bytes]:
+    """A chunked body: a valid initialize, then ``padding`` bytes of JSON whitespace.
+    The whole body is a valid request, so only the size limit can refuse it."""
+    yield json.dumps(INIT).encode()
+    for start in range(0, padding, 1024):
+        yield b" " * min(1024, padding - start)
+
+
+def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_the_app(lab) -> None:
+    server, url = lab.server(max_body_bytes="4096")
+    with httpx2.Client(timeout=10) as client:
+        small = client.post(url, content=init_then_padding(1000), headers=HEADERS)
+        assert small.status_code == 200  # a chunked body within the limit goes through
+        assert small.request.headers["transfer-encoding"] == "chunked"
+
+        mark = server.mark()
+        refused = client.post(url, content=init_then_padding(200_000), headers=HEADERS)
+        assert "content-length" not in refused.request.headers
+        assert refused.status_code == 413
+        assert refused.headers["content-type"] == "application/json"
+        assert refused.json() == {"error": "request body over 4096 bytes"}
+        line = server.wait_for(r"\[guard\] body refused at \d+ bytes", since=mark, timeout=5)
+        assert "over the limit of 4096 (no Content-Length) POST /mcp" in line
+
+        assert client.post(url, json=INIT, headers=HEADERS).status_code == 200
+    server.wait_for(r"\[initialize\] .*client=guard-test/", since=mark, timeout=5)
+    # Two accepted initializes: the refused body never reached the app.
+    assert len(server.matching(r"\[initialize\] .*client=guard-test/")) == 2
+    assert len(server.matching(r"\[guard\] body refused")) == 1
+    assert "Traceback" not in "\n".join(server.lines)
+
+
+def read_until_closed(sock: socket.socket, bound: float) -> tuple[bytes, str]:
+    """Everything the server sends until it closes (``eof`` or ``reset``) or
+    ``bound`` seconds pass (``timeout``)."""
+    data = b""
+    deadline = time.monotonic() + bound
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            received = sock.recv(65536)
+        except ConnectionResetError:
+            return data, "reset"
+        except TimeoutError:
+            break
+        if not received:
+            return data, "eof"
+        data += received
+    return data, "timeout"
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [(None, b"413"), ("attacker.example", b"421")],
+    ids=["over-the-limit", "foreign-host"],
+)
+def test_an_endless_chunked_body_is_answered_and_cut_off(
+    lab, host: str | None, status: bytes
+) -> None:
+    server, url = lab.server(max_body_bytes="4096")
+    port = urlsplit(url).port
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    chunk = b"400\r\n" + b" " * 1024 + b"\r\n"  # 1 KB chunks, never the last one
+    stop = threading.Event()
+    sent = 0
+
+    def pump(sock: socket.socket) -> None:
+        nonlocal sent
+        deadline = time.monotonic() + 15
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                sock.sendall(chunk)
+                sent += 1024
+        except OSError:
+            pass  # the server closed the connection: what this test waits for
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head)
+        sender = threading.Thread(target=pump, args=(sock,), daemon=True)
+        started = time.monotonic()
+        sender.start()
+        try:
+            data, ending = read_until_closed(sock, bound=10)
+        finally:
+            stop.set()
+            sender.join(timeout=10)
+        took = time.monotonic() - started
+    assert data.startswith(b"HTTP/1.1 " + status), data[:200]
+    assert b"connection: close" in data.lower()
+    assert ending in ("eof", "reset"), f"connection still open after {took:.1f}s, {sent} B sent"
+    assert took < 5, took
+    if status == b"413":
+        assert data.endswith(b'{"error": "request body over 4096 bytes"}')
+        server.wait_for(r"\[guard\] body refused at \d+ bytes, over the limit of 4096 ", timeout=5)
+    assert post(url, INIT).status_code == 200
+    assert "Traceback" not in "\n".join(server.lines)
+
+
+def test_a_content_length_that_lies_cannot_carry_more_than_it_says(lab) -> None:
+    """Content-Length says one initialize; 100 KB more follow. The app gets exactly
+    the declared bytes (it answers the initialize, not a parse error or a 413), and
+    the rest is refused as a malformed next request; nothing of it reaches the app."""
+    server, url = lab.server(max_body_bytes="4096")
+    port = urlsplit(url).port
+    body = json.dumps(INIT).encode()
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            sock.sendall(request + body + b'{"smuggled": "' + b"x" * 100_000 + b'"}')
+        except OSError:
+            pass  # the server may refuse the excess and close before it is all written
+        data, ending = read_until_closed(sock, bound=10)
+    assert ending in ("eof", "reset"), "the server kept the connection open"
+    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+    assert b'"protocolVersion":"2025-11-25"' in data  # the declared body, parsed whole
+    assert data.count(b"HTTP/1.1 ") <= 2 and b"HTTP/1.1 5" not in data
+    server.wait_for(r"Invalid HTTP request received", timeout=5)  # uvicorn, on the excess
+    assert len(server.matching(r"\[initialize\] .*client=guard-test/")) == 1
+    assert post(url, INIT).status_code == 200
+    assert "Traceback" not in "\n".join(server.lines)
 
 
 async def test_hostile_json_rpc_gets_clear_errors(lab) -> None:
