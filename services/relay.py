@@ -8,6 +8,10 @@ backoff, so only cancellation stops it. Pub/sub keeps nothing for a
 disconnected listener, so after each resubscribe the relay reconciles: every
 subscriber here whose resource moved past the version it was last told about
 is notified then.
+
+The channel is read as bytes (the Redis client does not decode it), so a payload
+that is not UTF-8, or is megabytes long, is one ignored message with one short
+log line, not an error that drops the subscription.
 """
 
 from __future__ import annotations
@@ -33,6 +37,24 @@ LIST_CHANGED = "notifications/resources/list_changed"
 _MAX_BACKOFF_SECONDS = 5.0
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
+_SHOWN_REASON_CHARS = 200
+
+
+def shown(payload: bytes | str, limit: int = _SHOWN_PAYLOAD_CHARS) -> str:
+    """``payload`` for a log line: the repr of its start (as text when it is
+    UTF-8), and its size when cut."""
+    if isinstance(payload, bytes):
+        with contextlib.suppress(UnicodeDecodeError):
+            payload = payload.decode()
+    if len(payload) <= limit:
+        return repr(payload)
+    unit = "bytes" if isinstance(payload, bytes) else "chars"
+    return f"{payload[:limit]!r}...({len(payload)} {unit})"
+
+
+def shorten(text: str, limit: int = _SHOWN_REASON_CHARS) -> str:
+    """``text`` cut to ``limit`` characters for a log line (it may quote a payload)."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
 class Relay:
@@ -46,7 +68,8 @@ class Relay:
         self._registry = registry
         self._recorder = recorder
         # Pub/sub blocks on the socket between messages: no read timeout there.
-        self._pubsub_redis = store.connect(settings.redis_url, socket_timeout=None)
+        # Payloads stay bytes, so one that is not UTF-8 is a bad message, not an error.
+        self._pubsub_redis = store.connect(settings.redis_url, socket_timeout=None, decode=False)
         self.state = "starting"
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
@@ -117,15 +140,16 @@ class Relay:
             message = contract.parse_update_message(payload)
         except contract.BadMessage as exc:
             self.messages_ignored += 1
-            shown = str(payload)[:_SHOWN_PAYLOAD_CHARS]
-            logger.warning("[relay] ignored message: %s (payload=%r)", exc, shown)
+            logger.warning(
+                "[relay] ignored message: %s (payload=%s)", shorten(str(exc)), shown(payload)
+            )
             return
         targets = self._registry.subscribers(message.uri, message.session)
         if not targets:
             logger.info(
                 "[relay] no subscribed session here for uri=%s session=%s",
                 message.uri,
-                message.session or "*",
+                shorten(message.session or "*"),
             )
             return
         self.messages_relayed += 1

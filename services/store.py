@@ -46,12 +46,14 @@ return versions
 """
 
 
-def connect(url: str, socket_timeout: float | None = 10) -> Redis:
-    """A client for ``url`` that returns str, with bounded connect and reply times
-    (``socket_timeout=None`` for a connection that blocks on pub/sub)."""
+def connect(url: str, socket_timeout: float | None = 10, decode: bool = True) -> Redis:
+    """A client for ``url`` with bounded connect and reply times (``socket_timeout=None``
+    for a connection that blocks on pub/sub). Replies are str, or bytes with
+    ``decode=False`` for reading what anyone may have written (a payload that is not
+    UTF-8 must be one bad message, not an error inside the client)."""
     return Redis.from_url(
         url,
-        decode_responses=True,
+        decode_responses=decode,
         socket_connect_timeout=5,
         socket_timeout=socket_timeout,
         health_check_interval=15,

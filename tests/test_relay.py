@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from urllib.parse import urlsplit
 
@@ -67,6 +69,50 @@ async def test_garbage_on_the_channel_is_ignored_and_the_relay_keeps_working(
         redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
         assert await client.wait_updated(1) == [STATUS_URI]
         assert len(server.matching(r"\[relay\] ignored message")) == len(garbage)
+
+
+# The relay refuses payloads over 64 KB and logs at most a 120-character excerpt
+# and a 200-character reason; a log line longer than this carries a payload.
+LONGEST_LINE = 600
+
+
+async def test_oversized_and_binary_payloads_get_one_short_line_each_and_the_relay_keeps_working(
+    lab, redis_client
+) -> None:
+    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "steadfast") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        ignored: list[tuple[bytes, str]] = [
+            (b"x" * 5_000_000, r"payload of 5000000 bytes is over 65536"),
+            (
+                json.dumps({"uri": STATUS_URI, "pad": "y" * 5_000_000}).encode(),
+                r"payload of \d+ bytes is over 65536",
+            ),
+            (bytes(range(256)) * 20_000, r"payload of 5120000 bytes is over 65536"),
+            (b"\xff\xfe\x00binary\x80", r"payload is not UTF-8"),
+            (f"test://{'a' * 60_000}".encode(), r"unknown uri 'test://aaa"),
+        ]
+        for payload, reason in ignored:
+            mark = server.mark()
+            assert redis_client.publish(CHANNEL, payload) == 1  # still subscribed
+            line = await server.await_line(r"\[relay\] ignored message: ", since=mark, timeout=10)
+            assert re.search(reason, line), line
+            assert len(line) < LONGEST_LINE, f"{len(line)} characters: {line[:300]}"
+
+        # Well formed, for a session id of 60 KB that no one here holds.
+        mark = server.mark()
+        named = json.dumps({"uri": STATUS_URI, "session": "s" * 60_000})
+        assert redis_client.publish(CHANNEL, named) == 1
+        line = await server.await_line(r"\[relay\] no subscribed session here ", since=mark)
+        assert len(line) < LONGEST_LINE, f"{len(line)} characters: {line[:300]}"
+
+        assert redis_client.publish(CHANNEL, STATUS_URI) == 1
+        assert await client.wait_updated(1) == [STATUS_URI]
+    assert len(server.matching(r"\[relay\] ignored message")) == len(ignored)
+    # One subscription all along: no error dropped it.
+    assert len(server.matching(r"\[relay\] subscribed ")) == 1
+    assert server.matching(r"Traceback|\[relay\] (unexpected error|redis unavailable)") == []
+    assert max(len(line) for line in server.lines) < LONGEST_LINE
 
 
 async def test_json_message_for_one_session_reaches_only_that_session(lab, redis_url) -> None:

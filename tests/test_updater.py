@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import redis
 
 from services import contract, store
 from tests.lab import STATUS_URI, connect, version_of
@@ -87,5 +90,66 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
 async def test_bad_job_is_dropped_with_a_log_line(lab, redis_client) -> None:
     updater = lab.updater()
     redis_client.xadd(contract.JOBS_STREAM, {"uri": "test://nope", "target": "*"})
-    await updater.await_line(r"\[updater\] dropping bad job \S+: unknown uri")
+    await updater.await_line(r"\[updater\] dropped bad job \S+: unknown uri")
     assert updater.process.poll() is None
+
+
+# A dropped job's log line shows each field cut to 60 characters and the reason
+# cut to 200; a line longer than this carries a payload.
+LONGEST_LINE = 600
+
+
+async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_working(
+    lab, redis_url
+) -> None:
+    _, url = lab.server(update_delay_seconds="0.3")
+    raw = redis.Redis.from_url(redis_url)  # bytes in and out, as a hostile writer sends them
+    try:
+        # A job that is not UTF-8, taken by an updater that then died: the next
+        # updater finds it pending and must drop it, not crash on it again and again.
+        pending_id = raw.xadd(contract.JOBS_STREAM, {b"uri": b"\xff\xfe", b"target": b"*"})
+        raw.xreadgroup(contract.JOBS_GROUP, "crashed", {contract.JOBS_STREAM: ">"})
+        assert raw.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
+        updater = lab.updater(update_delay_seconds="0.3")
+        recovered = re.escape(pending_id.decode())
+        line = await updater.await_line(
+            rf"\[updater\] dropped bad job {recovered}: field 'uri' is not UTF-8"
+        )
+        assert len(line) < LONGEST_LINE
+
+        hostile: list[tuple[dict[bytes, bytes], str]] = [
+            ({b"uri": b"y" * 5_000_000, b"target": b"*"}, r"entry of 5000010 bytes is over 65536"),
+            (
+                {b"uri": STATUS_URI.encode(), b"target": b"t" * 5_000_000},
+                r"entry of \d+ bytes is over 65536",
+            ),
+            ({b"target": b"*"}, r"unknown uri ''"),
+            ({b"\xff\xfe": bytes(range(256))}, r"field name b'\\xff\\xfe' is not UTF-8"),
+            (
+                {b"uri": STATUS_URI.encode(), b"target": b"*", b"delay": b"\x80" * 1000},
+                r"field 'delay' is not UTF-8",
+            ),
+            ({b"uri": f"test://{'a' * 60_000}".encode()}, r"unknown uri 'test://aaa"),
+        ]
+        for fields, reason in hostile:
+            entry_id = raw.xadd(contract.JOBS_STREAM, fields).decode()
+            line = await updater.await_line(
+                rf"\[updater\] dropped bad job {re.escape(entry_id)}: ", timeout=10
+            )
+            assert re.search(reason, line), line
+            assert len(line) < LONGEST_LINE, f"{len(line)} characters: {line[:300]}"
+        # Each line comes once its job is acknowledged and deleted: nothing is left
+        # to be taken again.
+        assert raw.xlen(contract.JOBS_STREAM) == 0
+        assert raw.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 0
+    finally:
+        raw.close()
+
+    async with connect(url, "after-garbage") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
+        assert version_of(await client.read_text()) == 2
+    assert updater.process.poll() is None
+    assert len(updater.matching(r"\[updater\] dropped bad job")) == 1 + len(hostile)
+    assert updater.matching(r"Traceback|unexpected error|redis unavailable") == []
+    assert max(len(line) for line in updater.lines) < LONGEST_LINE
