@@ -9,6 +9,7 @@ missing part is an error, not a skip.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import redis
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.embedded_redis import RedisNotFound, free_port, start_redis
 from tests import browser as chromium
-from tests.lab import LabProcess, start_server, start_updater
+from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # The tests flush this database before each test; when REDIS_URL points at a
@@ -175,3 +176,25 @@ def errors(page):
     page.on("console", lambda msg: msg.type == "error" and seen.append(msg.text))
     page.on("pageerror", lambda exc: seen.append(f"uncaught: {exc}"))
     return seen
+
+
+@pytest.fixture(scope="session")
+def node_client() -> str:
+    """``node``, with the TypeScript SDK client of tests/ts_client installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        reason = "node and npm are needed for the TypeScript SDK client"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    lock = TS_CLIENT_DIR / "package-lock.json"
+    installed = TS_CLIENT_DIR / "node_modules" / ".package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=TS_CLIENT_DIR,
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    return node

@@ -27,6 +27,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUS_URI = "test://review/status"
+# The official TypeScript SDK client (flow.mjs); see the node_client fixture.
+TS_CLIENT_DIR = ROOT / "tests" / "ts_client"
 
 
 class LabProcess:

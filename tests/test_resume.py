@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from services import contract
-from tests.lab import STATUS_URI, RawSession, connect, version_of
+from tests.lab import STATUS_URI, TS_CLIENT_DIR, RawSession, connect, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -254,3 +254,42 @@ async def test_a_last_event_id_no_longer_kept_still_gets_a_live_stream(lab, redi
             assert_updated(await stream.next_message())
     finally:
         await raw.close()
+
+
+@pytest.mark.timeout(600)  # the first use installs the SDK with npm ci
+async def test_typescript_sdk_client_cut_off_mid_run_resumes(lab, node_client) -> None:
+    server, url = lab.server(update_delay_seconds="3")
+    lab.updater()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    proxy = CuttableProxy(port)
+    proxied = f"http://127.0.0.1:{await proxy.start()}/mcp"
+    node = await asyncio.create_subprocess_exec(
+        node_client,
+        "flow.mjs",
+        proxied,
+        "--client-name",
+        "ts-resumer",
+        "--timeout",
+        "30",
+        cwd=TS_CLIENT_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await server.await_line(r"\[resources/subscribe\] .*client=ts-resumer/", timeout=30)
+        proxy.cut_and_hold()
+        await server.await_line(r"\[stream/close\] .*client=ts-resumer/")
+        await server.await_line(r"\[notification/send\] .*client=ts-resumer/.*delivered=no")
+        proxy.release()
+        with anyio.fail_after(60):
+            out, err = await node.communicate()
+        steps = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+        assert node.returncode == 0, out.decode() + err.decode()
+        assert [s["version"] for s in steps if s["step"] == "read"] == [1, 2]
+        await server.await_line(r"\[resume\] replay session=.* events=1")
+        assert server.matching(r"\[notification/resume\] .*client=ts-resumer/")
+    finally:
+        if node.returncode is None:
+            node.kill()
+            await node.wait()
+        proxy.close()

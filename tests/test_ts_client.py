@@ -1,42 +1,18 @@
 """A second, independent client: the official TypeScript SDK runs the legacy flow over HTTP.
 
-The test installs the locked SDK from the npm registry (``npm ci``) on first use.
-Without node/npm the test skips; with ``CI=true`` it fails.
+The ``node_client`` fixture (conftest.py) installs the locked SDK from the npm
+registry (``npm ci``) on first use. Without node/npm the test skips; with
+``CI=true`` it fails.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
 
-from tests.conftest import IN_CI
-from tests.lab import ROOT
-
-CLIENT_DIR = ROOT / "tests" / "ts_client"
-
-
-@pytest.fixture(scope="module")
-def node_client() -> str:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        reason = "node and npm are needed for the TypeScript SDK client"
-        if IN_CI:
-            pytest.fail(f"CI=true: {reason}")
-        pytest.skip(reason)
-    lock = CLIENT_DIR / "package-lock.json"
-    installed = CLIENT_DIR / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=CLIENT_DIR,
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
-    return node
+from tests.lab import TS_CLIENT_DIR
 
 
 @pytest.mark.timeout(600)  # the first use installs the SDK with npm ci
@@ -45,7 +21,7 @@ def test_typescript_sdk_client_runs_the_flow_to_version_2(lab, node_client) -> N
     lab.updater(update_delay_seconds="0.5")
     result = subprocess.run(
         [node_client, "flow.mjs", url, "--timeout", "20"],
-        cwd=CLIENT_DIR,
+        cwd=TS_CLIENT_DIR,
         capture_output=True,
         text=True,
         timeout=120,
