@@ -7,6 +7,7 @@ bundles redis-server and redis-cli) or, failing that, from PATH.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -50,64 +51,106 @@ def free_port() -> int:
 
 @dataclass
 class EmbeddedRedis:
-    """One redis-server process on 127.0.0.1, with its data in a temporary folder."""
+    """One redis-server process on 127.0.0.1, with its data in a temporary folder.
+
+    A ``persistent`` server writes every change to an append-only file before it
+    answers, so :meth:`restart` (after :meth:`halt`, even by SIGKILL) brings the
+    same data back on the same port.
+    """
 
     process: subprocess.Popen[bytes]
     port: int
     workdir: tempfile.TemporaryDirectory[str]
+    persistent: bool = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def stop(self) -> None:
-        """Stop the server and remove its data."""
+    def halt(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
+        """Stop the server with ``sig`` (SIGKILL after ``timeout``), keeping its data
+        folder; returns its exit code."""
         if self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(sig)
             try:
-                self.process.wait(timeout=5)
+                self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait(timeout=5)
-        self.workdir.cleanup()
+                self.process.wait(timeout=timeout)
+        return self.process.returncode
+
+    def restart(self, timeout: float = 10.0) -> None:
+        """Start the server again on the same port and data folder (halting it
+        first if it runs) and wait until it answers, its data loaded."""
+        self.halt()
+        command = _command(self.port, self.workdir.name, self.persistent)
+        self.process = _launch(command, self.port, timeout)
+
+    def stop(self) -> None:
+        """Stop the server and remove its data."""
+        try:
+            self.halt()
+        finally:
+            self.workdir.cleanup()
 
 
-def start_redis(port: int | None = None, timeout: float = 10.0) -> EmbeddedRedis:
-    """Start redis-server on ``port`` (a free one when None) and wait until it answers."""
-    binary = redis_binary("redis-server")
-    port = port or free_port()
-    workdir = tempfile.TemporaryDirectory(prefix="mcp-lab-redis-")
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            workdir.name,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--protected-mode",
-            "yes",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
+def _command(port: int, data_dir: str, persistent: bool) -> list[str]:
+    command = [
+        redis_binary("redis-server"),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        data_dir,
+        "--save",
+        "",
+        "--protected-mode",
+        "yes",
+    ]
+    if persistent:
+        return [*command, "--appendonly", "yes", "--appendfsync", "always"]
+    return [*command, "--appendonly", "no"]
+
+
+def _answers(port: int) -> bool:
+    """True when a server on ``port`` answers PING (so it has loaded its data)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _launch(command: list[str], port: int, timeout: float) -> subprocess.Popen[bytes]:
+    """Run ``command`` and wait until the server answers; raises RuntimeError otherwise."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            workdir.cleanup()
             raise RuntimeError(f"redis-server exited with code {process.returncode} on port {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return EmbeddedRedis(process, port, workdir)
-        except OSError:
-            time.sleep(0.05)
+        if _answers(port):
+            return process
+        time.sleep(0.05)
     process.kill()
-    workdir.cleanup()
+    process.wait(timeout=5)
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout}s")
+
+
+def start_redis(
+    port: int | None = None, timeout: float = 10.0, *, persistent: bool = False
+) -> EmbeddedRedis:
+    """Start redis-server on ``port`` (a free one when None) and wait until it answers.
+
+    With ``persistent`` its data survives :meth:`EmbeddedRedis.halt` and
+    :meth:`EmbeddedRedis.restart` (append-only file, synced on every write).
+    """
+    port = port or free_port()
+    workdir = tempfile.TemporaryDirectory(prefix="mcp-lab-redis-")
+    try:
+        process = _launch(_command(port, workdir.name, persistent), port, timeout)
+    except BaseException:
+        workdir.cleanup()
+        raise
+    return EmbeddedRedis(process, port, workdir, persistent)

@@ -69,7 +69,9 @@ class Relay:
         self._recorder = recorder
         # Pub/sub blocks on the socket between messages: no read timeout there.
         # Payloads stay bytes, so one that is not UTF-8 is a bad message, not an error.
-        self._pubsub_redis = store.connect(settings.redis_url, socket_timeout=None, decode=False)
+        self._pubsub_redis = store.connect(
+            settings.redis_url, socket_timeout=None, decode=False, reconnect=False
+        )
         self.state = "starting"
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
@@ -122,7 +124,12 @@ class Relay:
             for uri in sorted(target.uris):
                 checked += 1
                 current = await self._current_version(target, uri)
-                if isinstance(current, int) and current > target.known.get(uri, 0):
+                if not isinstance(current, int):
+                    # Not skipped: the relay starts over, and reconciles again.
+                    raise RedisError(
+                        f"reconcile could not read uri={uri} session={target.peer.session}"
+                    )
+                if current > target.known.get(uri, 0):
                     notified += 1
                     logger.info(
                         "[relay] reconciled uri=%s version=%d session=%s (missed while deaf)",
@@ -144,7 +151,11 @@ class Relay:
                 "[relay] ignored message: %s (payload=%s)", shorten(str(exc)), shown(payload)
             )
             return
-        targets = self._registry.subscribers(message.uri, message.session)
+        targets = [
+            target
+            for target in self._registry.subscribers(message.uri, message.session)
+            if not self._already_told(target, message)
+        ]
         if not targets:
             logger.info(
                 "[relay] no subscribed session here for uri=%s session=%s",
@@ -155,6 +166,22 @@ class Relay:
         self.messages_relayed += 1
         # Concurrently, each bounded: one stuck client must not hold up the others.
         await asyncio.gather(*(self._notify(target, message) for target in targets))
+
+    @staticmethod
+    def _already_told(target: Subscriber, message: contract.UpdateMessage) -> bool:
+        """Whether ``target`` was notified of this version already (by a reconcile
+        that read it before its message arrived). A message without a version (a
+        hand-made publish) always notifies."""
+        version = message.version
+        if version is None or target.known.get(message.uri, 0) < version:
+            return False
+        logger.info(
+            "[relay] already notified uri=%s version=%d session=%s",
+            message.uri,
+            version,
+            target.peer.session,
+        )
+        return True
 
     async def _notify(self, target: Subscriber, message: contract.UpdateMessage) -> None:
         version = message.version
