@@ -357,6 +357,19 @@ def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
     return app, lab
 
 
+class StartupFailed(Exception):
+    """The HTTP server could not start (uvicorn has logged why)."""
+
+
+async def _serve(http: uvicorn.Server) -> None:
+    """uvicorn's ``serve``, with its start-up failure (it calls ``sys.exit``, which
+    would escape the event loop with a traceback) turned into :class:`StartupFailed`."""
+    try:
+        await http.serve()
+    except SystemExit as exc:
+        raise StartupFailed(f"uvicorn exit code {exc.code}") from None
+
+
 async def run_http(settings: LabSettings) -> None:
     """Serve the lab over HTTP until cancelled or interrupted."""
     app, lab = http_app(settings)
@@ -369,7 +382,7 @@ async def run_http(settings: LabSettings) -> None:
         timeout_graceful_shutdown=2,
     )
     http = uvicorn.Server(config)
-    serving = asyncio.create_task(http.serve(), name="uvicorn")
+    serving = asyncio.create_task(_serve(http), name="uvicorn")
     while not http.started and not serving.done():
         await asyncio.sleep(0.05)
     if http.started:
@@ -402,3 +415,10 @@ def main(settings: LabSettings, transport: str = "http") -> None:
         asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings))
     except KeyboardInterrupt:
         pass
+    except StartupFailed:
+        logger.error(
+            "[lab] could not listen on %s:%d (in use by another process? set MCP_TEST_PORT)",
+            settings.host,
+            settings.port,
+        )
+        raise SystemExit(3) from None

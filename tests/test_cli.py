@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 
@@ -76,6 +77,17 @@ def test_commands_report_a_dead_redis_clearly() -> None:
     result = cli(dead, "reset")
     assert result.returncode == 1
     assert "cannot reach Redis" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_server_on_a_port_in_use_says_so_and_exits_3(redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = mcp_lab(lab_env(redis_url, port=str(port)), "server")
+    assert result.returncode == 3
+    assert f"[lab] could not listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
