@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from services import contract
 from services.eventstore import OnReplayed, RedisEventStore, decode, encode, events_after
 from services.sessions import SessionRegistry
+from services.streams import is_get_stream
 
 logger = logging.getLogger("mcp_lab")
 
@@ -87,7 +88,7 @@ class ResumeMiddleware:
         on_replayed: OnReplayed,
     ) -> None:
         self._app = app
-        self._path = path.rstrip("/") or "/"
+        self._path = path
         self._registry = registry
         self._redis = redis
         self._replica = replica
@@ -96,11 +97,7 @@ class ResumeMiddleware:
         self._on_replayed = on_replayed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "GET"
-            or scope["path"].rstrip("/") != self._path
-        ):
+        if not is_get_stream(scope, self._path):
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])

@@ -14,20 +14,25 @@ from services.sessions import SessionRegistry
 _SESSION_HEADER = b"mcp-session-id"
 
 
+def is_get_stream(scope: Scope, path: str) -> bool:
+    """Whether ``scope`` is a GET of the MCP endpoint at ``path`` (a standalone stream)."""
+    return (
+        scope["type"] == "http"
+        and scope["method"] == "GET"
+        and scope["path"].rstrip("/") == (path.rstrip("/") or "/")
+    )
+
+
 class StreamLogMiddleware:
     """ASGI middleware: ``[stream/open]`` and ``[stream/close]`` for GET on the MCP path."""
 
     def __init__(self, app: ASGIApp, path: str, registry: SessionRegistry) -> None:
         self._app = app
-        self._path = path.rstrip("/") or "/"
+        self._path = path
         self._registry = registry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "GET"
-            or scope["path"].rstrip("/") != self._path
-        ):
+        if not is_get_stream(scope, self._path):
             await self._app(scope, receive, send)
             return
         session = dict(scope["headers"]).get(_SESSION_HEADER, b"").decode("latin-1")
