@@ -7,10 +7,12 @@ processes import this module; nothing but Redis passes between them.
 
 Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``):
 
-``mcp:state:{scope}:{uri}``      hash ``version``, ``text``; absent means version 1
+``mcp:state:{scope}:{uri}``      hash ``version``, ``text``; absent, or not the lab's
+                                 (see ``store.read_state``), means version 1
 ``mcp:subscribers:{uri}``        set of session ids subscribed to ``uri`` (all replicas)
 ``mcp:jobs``                     stream of update jobs, consumed by group ``updaters``
-``mcp:updater:{consumer}:alive``  set by a working updater, expires a few seconds later
+``mcp:updater:{consumer}:alive``  ``host:pid`` of a working updater, expires shortly after;
+                                 others take over the pending jobs of a consumer without one
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from services import contract, evidence, report, scoring
+from services import evidence, report, scoring
 from services.evidence import Recorder
 from services.relay import Relay
 from services.sessions import SessionRegistry
@@ -48,15 +48,14 @@ async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
     while not await request.is_disconnected():
         try:
             if not sent_first:
-                tail = await redis.xrevrange(contract.EVENTS_STREAM, count=1)
-                last_id = tail[0][0] if tail else "0-0"
+                last_id = await evidence.last_event_id(redis)
                 yield _sse(await current_report(redis))
                 sent_first = True
-            reply = await redis.xread({contract.EVENTS_STREAM: last_id}, block=_BLOCK_MS)
-            if not reply:
+            newest = await evidence.wait_for_events(redis, last_id, _BLOCK_MS)
+            if newest is None:
                 yield ": keepalive\n\n"
                 continue
-            last_id = reply[0][1][-1][0]
+            last_id = newest
             yield _sse(await current_report(redis))
         except (RedisError, OSError) as exc:
             logger.warning("[dashboard] redis unavailable (%s); retrying", exc)

@@ -6,19 +6,55 @@ performs the reads and writes.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.client import NEVER_DECODE
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from services import contract
+
+logger = logging.getLogger("mcp_lab")
+
+# The longest version a state may hold. The update script counts in Lua numbers
+# (doubles, written with 14 significant digits), so past 13 digits a bumped
+# version would be written as "1e+14".
+MAX_VERSION_DIGITS = 13
+_SHOWN_VALUE_CHARS = 60
+_SHOWN_FIELDS = 6
+_SHOWN_TEXT_CHARS = 200
 
 # Applies one job atomically: acknowledge it (only the first caller wins, so a
 # job redelivered after a crash is never applied twice), bump each target's
 # version, write the new text, and publish one message per target. Because the
 # publish happens in the same script as the mutation, no crash can separate them.
+# A state the lab did not write counts as version 1, as read_state reads it
+# (version not a positive integer of at most MAX_VERSION_DIGITS digits, no text,
+# a key of another type): it is deleted and the update writes a clean one.
 #   KEYS[1] stream, KEYS[2..] state keys
 #   ARGV: group, entry id, uri, channel, text template, version placeholder,
 #         ttl, shared scope name, then one scope per state key
 _APPLY_JOB = """
+local function current_version(key)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then
+    return 1
+  end
+  if kind == 'hash' then
+    local state = redis.call('HMGET', key, 'version', 'text')
+    local v = state[1]
+    if v and state[2] and #v <= MAX_VERSION_DIGITS and string.match(v, '^%d+$')
+        and tonumber(v) >= 1 then
+      return tonumber(v)
+    end
+  end
+  redis.call('DEL', key)
+  return 1
+end
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return false
 end
@@ -28,7 +64,7 @@ local ttl, shared = tonumber(ARGV[7]), ARGV[8]
 local versions = {}
 for i = 2, #KEYS do
   local scope = ARGV[7 + i]
-  local version = tonumber(redis.call('HGET', KEYS[i], 'version') or '1') + 1
+  local version = current_version(KEYS[i]) + 1
   local at = string.find(template, placeholder, 1, true)
   local text = string.sub(template, 1, at - 1) .. version .. string.sub(template, at + #placeholder)
   redis.call('HSET', KEYS[i], 'version', version, 'text', text)
@@ -43,30 +79,128 @@ for i = 2, #KEYS do
   versions[#versions + 1] = version
 end
 return versions
-"""
+""".replace("MAX_VERSION_DIGITS", str(MAX_VERSION_DIGITS))
 
 
-def connect(url: str, socket_timeout: float | None = 10, decode: bool = True) -> Redis:
+def connect(
+    url: str, socket_timeout: float | None = 10, decode: bool = True, reconnect: bool = True
+) -> Redis:
     """A client for ``url`` with bounded connect and reply times (``socket_timeout=None``
     for a connection that blocks on pub/sub). Replies are str, or bytes with
     ``decode=False`` for reading what anyone may have written (a payload that is not
-    UTF-8 must be one bad message, not an error inside the client)."""
+    UTF-8 must be one bad message, not an error inside the client). ``reconnect=False``
+    for pub/sub: redis-py would otherwise resubscribe behind the relay's back, and the
+    relay must know of every gap to reconcile after it."""
     return Redis.from_url(
         url,
         decode_responses=decode,
         socket_connect_timeout=5,
         socket_timeout=socket_timeout,
         health_check_interval=15,
+        retry=_reconnect_retry() if reconnect else None,
     )
 
 
+def _reconnect_retry() -> Retry:
+    """Retry a command that met a closed connection, on a new one.
+
+    After a Redis restart every pooled connection is dead, and redis-py (no
+    retries by default) fails the first command on each: a missed update was
+    then never reconciled. Connection errors are retried; timeouts are not (a
+    command that timed out has probably run). A connection lost after a command
+    ran but before its reply would run it twice: harmless for the update script
+    (its XACK guard applies a job once), a duplicate entry for a plain XADD.
+    """
+    return Retry(
+        ExponentialBackoff(cap=0.5, base=0.05), 2, supported_errors=(RedisConnectionError,)
+    )
+
+
+async def read_raw(redis: Redis, *command: str | int) -> Any:
+    """The reply to a read ``command``, undecoded (bytes) whatever the client's
+    ``decode_responses``: a value that is not UTF-8 is then the caller's to judge,
+    not an error raised inside the client for the whole reply."""
+    return await redis.execute_command(*command, **{NEVER_DECODE: []})
+
+
+def shorten(text: str, limit: int = _SHOWN_TEXT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters for a log line."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+
+
+def shown_value(value: bytes) -> str:
+    """One raw Redis value for a log line: as text when it is UTF-8, cut short."""
+    try:
+        text: bytes | str = value.decode()
+    except UnicodeDecodeError:
+        text = value
+    if len(text) <= _SHOWN_VALUE_CHARS:
+        return repr(text)
+    unit = "bytes" if isinstance(text, bytes) else "chars"
+    return f"{text[:_SHOWN_VALUE_CHARS]!r}...({len(text)} {unit})"
+
+
+def shown_fields(raw: dict[bytes, bytes]) -> str:
+    """Raw stream entry or hash fields for a log line: the first few, each cut short."""
+    items = [f"{shown_value(k)}: {shown_value(v)}" for k, v in list(raw.items())[:_SHOWN_FIELDS]]
+    if len(raw) > _SHOWN_FIELDS:
+        items.append(f"...({len(raw)} fields)")
+    return "{" + ", ".join(items) + "}"
+
+
+def parse_version(raw: bytes | None) -> int | None:
+    """A stored version: a positive integer of at most ``MAX_VERSION_DIGITS`` ASCII
+    digits (what the update script accepts too), else None."""
+    if raw is None or not raw.isdigit() or len(raw) > MAX_VERSION_DIGITS:
+        return None
+    version = int(raw)
+    return version if version >= 1 else None
+
+
 async def read_state(redis: Redis, scope: str, uri: str, initial_status: str) -> tuple[int, str]:
-    """Version and text of ``uri`` for ``scope``; version 1 when nothing was written yet."""
-    values = await redis.hmget(contract.state_key(scope, uri), ["version", "text"])
-    version, text = values
-    if version is None or text is None:
+    """Version and text of ``uri`` for ``scope``; version 1 when nothing was written yet.
+
+    A state the lab did not write (anyone with redis-cli can) never fails the read:
+    a version that is not a positive integer, a missing text, or a key that is not
+    a hash read as version 1, which is also what the next update starts from (it
+    replaces the state); a text that is not UTF-8 is served with U+FFFD in place of
+    the bad bytes. Each such read logs one warning naming the key.
+    """
+    key = contract.state_key(scope, uri)
+    try:
+        version, text = await read_raw(redis, "HMGET", key, "version", "text")
+    except ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        return _unreadable_state(key, "it is not a hash", initial_status)
+    if version is None and text is None:
         return 1, contract.initial_text(initial_status)
-    return int(version), text
+    parsed = parse_version(version)
+    if parsed is None:
+        shown = "missing" if version is None else shown_value(version)
+        reason = f"version {shown} is not a positive integer of {MAX_VERSION_DIGITS} digits at most"
+        return _unreadable_state(key, reason, initial_status)
+    if text is None:
+        return _unreadable_state(key, "it has no text", initial_status)
+    try:
+        return parsed, text.decode()
+    except UnicodeDecodeError:
+        logger.warning(
+            "[lab] state %s: text %s is not UTF-8; served with U+FFFD for the bad bytes",
+            shorten(key),
+            shown_value(text),
+        )
+        return parsed, text.decode(errors="replace")
+
+
+def _unreadable_state(key: str, reason: str, initial_status: str) -> tuple[int, str]:
+    logger.warning(
+        "[lab] state %s is not the lab's (%s): read as version 1 until the next update "
+        "replaces it (`mcp-lab reset` deletes it)",
+        shorten(key),
+        reason,
+    )
+    return 1, contract.initial_text(initial_status)
 
 
 async def add_subscriber(redis: Redis, uri: str, session: str) -> None:
@@ -99,13 +233,43 @@ async def enqueue_job(redis: Redis, job: contract.UpdateJob) -> str:
 
 
 async def job_targets(redis: Redis, job: contract.UpdateJob, state_scope: str) -> list[str]:
-    """The scopes (session ids or ``shared``) whose state ``job`` bumps."""
+    """The scopes (session ids or ``shared``) whose state ``job`` bumps.
+
+    Members of the subscriber set that are not UTF-8 (no session id is) are left
+    out, and a subscriber key that is not a set counts as no subscriber, each with a
+    warning: neither can stop the job.
+    """
     if job.target != contract.ALL_SUBSCRIBERS:
         return [job.target]
     if state_scope == contract.SHARED_SCOPE:
         return [contract.SHARED_SCOPE]
-    members = await redis.smembers(contract.subscribers_key(job.uri))
-    return sorted(members)
+    key = contract.subscribers_key(job.uri)
+    try:
+        members: set[bytes] = await read_raw(redis, "SMEMBERS", key)
+    except ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        logger.warning("[updater] %s is not a set: no session counts as subscribed", key)
+        return []
+    return sorted(_session_ids(key, members))
+
+
+def _session_ids(key: str, members: set[bytes]) -> list[str]:
+    ids: list[str] = []
+    bad: list[bytes] = []
+    for member in members:
+        try:
+            ids.append(member.decode())
+        except UnicodeDecodeError:
+            bad.append(member)
+    if bad:
+        logger.warning(
+            "[updater] %s: left out %d member(s) that are not UTF-8, first %s",
+            key,
+            len(bad),
+            shown_value(bad[0]),
+        )
+    return ids
 
 
 async def apply_job(

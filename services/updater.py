@@ -1,11 +1,15 @@
 """The updater process: applies each update job after its delay.
 
 Jobs come from the Redis stream ``mcp:jobs`` through the consumer group
-``updaters``, so a job added while no updater runs waits in the stream, and a
-job this updater took but did not finish (it was stopped or killed) stays
-pending and is taken again when an updater starts. Applying a job is one Redis
-script that acknowledges it, bumps the versions and publishes; only the first
-acknowledgement applies, so no job is applied twice.
+``updaters``, so a job added while no updater runs waits in the stream. A job an
+updater took but did not finish (it was stopped or killed) stays pending for that
+updater's consumer name. Every updater refreshes a heartbeat key while it runs;
+at start, and every few seconds after, it takes over the pending jobs of the
+consumers whose heartbeat expired (never those of a live updater), and at start
+also those left under its own name. A job taken over keeps its due time (entry
+time + delay). Applying a job is one Redis script that acknowledges it, bumps the
+versions and publishes; only the first acknowledgement applies, so no job is
+applied twice, even if two updaters hold it.
 
 Jobs are read as bytes (the Redis client does not decode them) and checked here:
 an entry over ``contract.MAX_MESSAGE_BYTES``, with a field that is not UTF-8, or
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 
 from redis.asyncio import Redis
@@ -28,37 +34,15 @@ from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
 
+_RawFields = dict[bytes, bytes]
+
 _BLOCK_MS = 2000
 _MAX_BACKOFF_SECONDS = 5.0
 _RETRY_SECONDS = 1.0
-_SHOWN_VALUE_CHARS = 60
-_SHOWN_FIELDS = 6
-_SHOWN_REASON_CHARS = 200
-
-
-def _shorten(text: str, limit: int = _SHOWN_REASON_CHARS) -> str:
-    """``text`` cut to ``limit`` characters for a log line (it may quote a job's fields)."""
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
-
-
-def _shown(value: bytes) -> str:
-    """One raw field name or value for a log line: as text when it is UTF-8, cut short."""
-    try:
-        text: bytes | str = value.decode()
-    except UnicodeDecodeError:
-        text = value
-    if len(text) <= _SHOWN_VALUE_CHARS:
-        return repr(text)
-    unit = "bytes" if isinstance(text, bytes) else "chars"
-    return f"{text[:_SHOWN_VALUE_CHARS]!r}...({len(text)} {unit})"
-
-
-def _shown_fields(raw: dict[bytes, bytes]) -> str:
-    """A job entry's fields for a log line: the first few, each cut short."""
-    items = [f"{_shown(k)}: {_shown(v)}" for k, v in list(raw.items())[:_SHOWN_FIELDS]]
-    if len(raw) > _SHOWN_FIELDS:
-        items.append(f"...({len(raw)} fields)")
-    return "{" + ", ".join(items) + "}"
+# How often a running updater looks for jobs stranded by a dead updater, and how
+# many it takes over at most each time (the rest wait for the next look).
+_TAKE_OVER_EVERY_SECONDS = 5.0
+_TAKE_OVER_BATCH = 100
 
 
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
@@ -72,11 +56,11 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
         try:
             name = key.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field name {_shown(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field name {store.shown_value(key)} is not UTF-8") from exc
         try:
             fields[name] = value.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field {_shown(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field {store.shown_value(key)} is not UTF-8") from exc
     return fields
 
 
@@ -91,6 +75,10 @@ class Updater:
         self._jobs_redis = store.connect(settings.redis_url, decode=False)
         self._consumer = settings.updater_consumer
         self._scheduled: dict[str, asyncio.Task[None]] = {}
+        self._next_take_over = 0.0
+        self._beater = f"{socket.gethostname()}:{os.getpid()}".encode()
+        self._beaten = False
+        self._twin_seen = False
         self.applied = 0
 
     async def run(self) -> None:
@@ -99,7 +87,11 @@ class Updater:
         while True:
             try:
                 await store.ensure_job_group(self._redis)
-                await self._take_over_pending()
+                # The heartbeat comes first: from now on no other updater takes this
+                # one's jobs, not even those it is about to take over.
+                await self._beat()
+                await self._take_over_own_leftovers()
+                await self._take_over_stranded()
                 logger.info(
                     "[updater] ready stream=%s group=%s consumer=%s delay=%ss",
                     contract.JOBS_STREAM,
@@ -123,29 +115,111 @@ class Updater:
         """Release the updater's own Redis connection (the one that reads jobs)."""
         await self._jobs_redis.aclose()
 
-    async def _take_over_pending(self) -> None:
-        """Schedule every job that was taken but never acknowledged, by any consumer."""
-        start = "0-0"
-        while True:
-            reply = await self._jobs_redis.xautoclaim(
-                contract.JOBS_STREAM,
-                contract.JOBS_GROUP,
+    async def _beat(self) -> None:
+        """Say this updater works; other updaters leave its pending jobs alone.
+
+        The heartbeat holds this process's name: finding another one there after
+        the first beat means a second updater runs under the same consumer name.
+        """
+        previous = await self._jobs_redis.set(  # bytes: whatever anyone wrote there
+            contract.updater_heartbeat_key(self._consumer),
+            self._beater,
+            ex=contract.UPDATER_HEARTBEAT_SECONDS,
+            get=True,
+        )
+        if self._beaten and previous not in (None, self._beater) and not self._twin_seen:
+            self._twin_seen = True
+            logger.warning(
+                "[updater] another updater (%s) also runs as consumer=%s: give each its own "
+                "MCP_TEST_UPDATER_CONSUMER, or the jobs of one that dies wait for a restart",
+                store.shown_value(previous),
                 self._consumer,
-                min_idle_time=0,
-                start_id=start,
-                count=100,
             )
-            start, entries = reply[0].decode(), reply[1]
-            for entry_id, fields in entries:
-                if entry_id is not None and fields is not None:
-                    self._schedule(entry_id.decode(), fields, recovered=True)
-            if start == "0-0":
+        self._beaten = True
+
+    async def _take_over_own_leftovers(self) -> None:
+        """Schedule the jobs pending for this consumer name that are not scheduled here:
+        an earlier updater of this name took them and stopped before applying them."""
+        after = "-"
+        while True:
+            seen, after = await self._claim(
+                self._consumer.encode(), "left pending by an earlier updater of this name", after
+            )
+            if seen < _TAKE_OVER_BATCH:
                 return
 
+    async def _take_over_stranded(self) -> None:
+        """Take over the pending jobs of every consumer without a heartbeat (an updater
+        that died or stopped), up to ``_TAKE_OVER_BATCH`` jobs; the rest come next time.
+        Jobs of live updaters, this one's included, stay where they are."""
+        self._next_take_over = time.monotonic() + _TAKE_OVER_EVERY_SECONDS
+        summary = await self._jobs_redis.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)
+        holders = [c["name"] for c in summary["consumers"] if c["name"] != self._consumer.encode()]
+        budget = _TAKE_OVER_BATCH
+        dead = 0
+        for holder in holders:
+            if budget > 0 and not await self._is_alive(holder):
+                dead += 1
+                seen, _ = await self._claim(holder, "no heartbeat: it stopped or died", "-", budget)
+                budget -= seen
+        logger.debug(
+            "[updater] take-over check: %d other consumer(s) with pending jobs, %d without "
+            "heartbeat",
+            len(holders),
+            dead,
+        )
+
+    async def _is_alive(self, consumer: bytes) -> bool:
+        try:
+            name = consumer.decode()
+        except UnicodeDecodeError:
+            return False  # not an updater's name: none could have set its heartbeat
+        return bool(await self._redis.exists(contract.updater_heartbeat_key(name)))
+
+    async def _claim(
+        self, consumer: bytes, why: str, after: str = "-", limit: int = _TAKE_OVER_BATCH
+    ) -> tuple[int, str]:
+        """Move up to ``limit`` pending jobs of ``consumer`` (ids past ``after``) to this
+        updater and schedule them, due when they always were (entry time + delay).
+        Returns how many were pending, and where the next page starts."""
+        pending = await self._jobs_redis.xpending_range(
+            contract.JOBS_STREAM,
+            contract.JOBS_GROUP,
+            min=after,
+            max="+",
+            count=limit,
+            consumername=consumer,
+        )
+        if not pending:
+            return 0, after
+        ids = [p["message_id"] for p in pending if p["message_id"].decode() not in self._scheduled]
+        # A job another updater claimed since XPENDING has been idle for less than
+        # anything seen here, so XCLAIM leaves it with that updater.
+        min_idle = min(p["time_since_delivered"] for p in pending)
+        claimed = await self._xclaim(min_idle, ids) if ids else []
+        if claimed:
+            logger.info(
+                "[updater] took over %d job(s) of consumer=%s (%s)",
+                len(claimed),
+                store.shown_value(consumer),
+                why,
+            )
+        for entry_id, fields in claimed:
+            self._schedule(entry_id, fields, recovered=True)
+        return len(pending), f"({pending[-1]['message_id'].decode()}"
+
+    async def _xclaim(self, min_idle: int, ids: list[bytes]) -> list[tuple[str, _RawFields]]:
+        reply = await self._jobs_redis.xclaim(
+            contract.JOBS_STREAM, contract.JOBS_GROUP, self._consumer, min_idle, ids
+        )
+        # An entry deleted from the stream while pending comes back empty: no job left.
+        return [(i.decode(), fields) for i, fields in reply if i is not None and fields is not None]
+
     async def _read_new_jobs(self) -> None:
-        heartbeat = contract.updater_heartbeat_key(self._consumer)
         while True:
-            await self._redis.set(heartbeat, "1", ex=contract.UPDATER_HEARTBEAT_SECONDS)
+            await self._beat()
+            if time.monotonic() >= self._next_take_over:
+                await self._take_over_stranded()
             reply = await self._jobs_redis.xreadgroup(
                 contract.JOBS_GROUP,
                 self._consumer,
@@ -163,7 +237,7 @@ class Updater:
         try:
             job = contract.parse_job(decode_job_fields(raw))
         except contract.BadMessage as exc:
-            reason = f"{_shorten(str(exc))} (fields={_shown_fields(raw)})"
+            reason = f"{store.shorten(str(exc))} (fields={store.shown_fields(raw)})"
             task = asyncio.create_task(self._drop(entry_id, reason))
         else:
             delay = self._settings.update_delay_seconds if job.delay is None else job.delay
@@ -172,7 +246,7 @@ class Updater:
                 "[updater] scheduled job=%s uri=%s target=%s in=%.2fs%s",
                 entry_id,
                 job.uri,
-                _shorten(job.target),
+                store.shorten(job.target),
                 max(0.0, due - time.time()),
                 " (recovered)" if recovered else "",
             )
@@ -184,9 +258,9 @@ class Updater:
         self._scheduled.pop(entry_id, None)
         if not task.cancelled() and task.exception() is not None:
             logger.error(
-                "[updater] job=%s failed: %s; it stays pending until an updater restarts",
+                "[updater] job=%s failed: %s; it stays pending until this updater restarts",
                 entry_id,
-                _shorten(repr(task.exception())),
+                store.shorten(repr(task.exception())),
             )
 
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
@@ -219,7 +293,7 @@ class Updater:
                 "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
                 job.uri,
                 version,
-                _shorten(scope),
+                store.shorten(scope),
                 entry_id,
                 self._settings.updates_channel,
             )

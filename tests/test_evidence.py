@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 
+import anyio
 import pytest
+import redis
 
+from services import contract, evidence, store
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio
@@ -136,3 +140,82 @@ async def test_reset_starts_a_new_run_and_old_runs_stay_readable(lab, redis_url)
     assert [c["client"] for c in everything["clients"]] == ["before-reset"]
     recent = json.loads(report(redis_url, "--format", "json", "--since", "1h"))
     assert {c["client"] for c in recent["clients"]} == {"before-reset", "after-reset"}
+
+
+# Entries anyone with redis-cli could add to the lab's own streams; none is evidence.
+GARBAGE_EVENTS: list[dict[bytes, bytes]] = [
+    {b"ts": b"\xff\xfe", b"session": b"s", b"client": b"c"},  # not UTF-8
+    {b"\x80" * 5000: b"x"},  # a field name that is not UTF-8, and long
+    {b"hello": b"world"},  # no event at all
+    {b"ts": b"9" * 30, b"session": b"x", b"client": b"y", b"client_version": b"1",
+     b"protocol": b"p", b"transport": b"t", b"direction": b"in", b"method": b"initialize"},
+    {b"ts": b"1", b"session": b"x", b"client": b"y", b"client_version": b"1",
+     b"protocol": b"p", b"transport": b"t", b"direction": b"sideways", b"method": b"initialize"},
+    {b"version": b"\xc3" * 2_000_000},  # megabytes, cut UTF-8
+]  # fmt: skip
+
+
+def write_garbage(redis_url: str) -> None:
+    raw = redis.Redis.from_url(redis_url)  # bytes in, as a hostile writer sends them
+    try:
+        for fields in GARBAGE_EVENTS:
+            raw.xadd(contract.EVENTS_STREAM, fields)
+        raw.xadd(contract.RUNS_STREAM, {b"\xff": b"\xfe"})  # a run start, with garbage
+    finally:
+        raw.close()
+
+
+async def test_garbage_in_the_record_is_left_out_of_report_and_dashboard(lab, redis_url) -> None:
+    server, url = lab.server()
+    async with connect(url, "before-garbage") as client:
+        await client.read_text()
+    write_garbage(redis_url)
+    async with connect(url, "after-garbage") as client:
+        await client.read_text()
+    await server.await_line(r"\[session/end\] .*client=after-garbage/")
+
+    # The garbage run start began a run: the garbage events are in the one before.
+    for fmt in ("json", "markdown", "table"):
+        result = mcp_lab(lab_env(redis_url), "report", "--format", fmt, "--run", "0-0")
+        assert result.returncode == 0, result.stderr
+        assert "before-garbage" in result.stdout and "after-garbage" not in result.stdout
+        warning = result.stderr.strip()
+        assert warning.startswith(
+            f"[evidence] left out {len(GARBAGE_EVENTS)} malformed entries of mcp:events; first "
+        ), warning
+        assert "field 'ts' is not UTF-8" in warning and len(warning) < 800, warning
+    result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert [c["client"] for c in json.loads(result.stdout)["clients"]] == ["after-garbage"]
+
+    base = url.removesuffix("/mcp")
+    with urllib.request.urlopen(f"{base}/api/report", timeout=BOUND) as reply:
+        assert [c["client"] for c in json.load(reply)["clients"]] == ["after-garbage"]
+    first = await anyio.to_thread.run_sync(lambda: first_stream_report(f"{base}/api/stream"))
+    assert [c["client"] for c in first["clients"]] == ["after-garbage"]
+    assert server.matching(r"Traceback|Exception") == []
+
+
+def first_stream_report(url: str) -> dict:
+    """The first report the dashboard's event stream sends."""
+    with urllib.request.urlopen(url, timeout=BOUND) as stream:
+        for raw in stream:
+            line = raw.decode()
+            if line.startswith("data: "):
+                return json.loads(line[6:])
+    raise AssertionError("the stream ended before a report")
+
+
+async def test_the_dashboard_stream_helpers_see_past_garbage(redis_url) -> None:
+    decoding = store.connect(redis_url)  # decodes replies, as the server's client does
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        assert await evidence.last_event_id(decoding) == "0-0"
+        garbage = raw.xadd(contract.EVENTS_STREAM, {b"\xff": b"\xfe"}).decode()
+        assert await evidence.last_event_id(decoding) == garbage
+        assert await evidence.wait_for_events(decoding, "0-0", 100) == garbage
+        assert await evidence.wait_for_events(decoding, garbage, 50) is None
+        assert await evidence.read_events(decoding, "-") == []
+    finally:
+        raw.close()
+        await decoding.aclose()

@@ -25,6 +25,11 @@ async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_cl
         assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
 
         again = lab.updater(update_delay_seconds="2")
+        # Its own name's leftovers, although the killed one's heartbeat has not expired.
+        assert again.matching(
+            r"\[updater\] took over 1 job\(s\) of consumer='updater' "
+            r"\(left pending by an earlier updater of this name\)"
+        )
         await again.await_line(r"\[updater\] scheduled job=\S+ .*\(recovered\)")
         assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
         assert version_of(await client.read_text()) == 2
