@@ -147,7 +147,8 @@ class RedisEventStore(EventStore):
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
                 found = await events_after(self._redis, self._session, last_event_id)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (RedisError, OSError, TimeoutError, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: an entry someone else wrote into the resume stream.
             logger.warning(
                 "[resume] replay failed (%s): session=%s last_event_id=%s",
                 exc or type(exc).__name__,

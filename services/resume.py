@@ -138,7 +138,7 @@ class ResumeMiddleware:
         """Replay what ``session`` missed after ``last_event_id``, then follow its stream."""
         try:
             found = await events_after(self._redis, session, last_event_id)
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, UnicodeDecodeError) as exc:
             logger.warning("[resume] replay failed for session=%s: %s", session, exc)
             found = None
         if found is None:
@@ -206,7 +206,7 @@ class ResumeMiddleware:
                 ):
                     logger.info("[resume] session=%s ended on its owner; stream closed", session)
                     return
-            except (RedisError, OSError) as exc:
+            except (RedisError, OSError, UnicodeDecodeError) as exc:
                 logger.warning("[resume] following session=%s failed: %s", session, exc)
                 return
             for _key, entries in batches:

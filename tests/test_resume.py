@@ -293,3 +293,29 @@ async def test_typescript_sdk_client_cut_off_mid_run_resumes(lab, node_client) -
             node.kill()
             await node.wait()
         proxy.close()
+
+
+async def test_garbage_in_a_resume_stream_is_a_warning_not_a_traceback(lab, redis_client) -> None:
+    server, url = lab.server(update_delay_seconds="600")
+    raw = await subscribed_raw(url, "garbled")
+    try:
+        async with get_stream(url, raw.session_id) as stream:
+            priming = await stream.next()
+        redis_client.xadd(contract.resume_key(raw.session_id), {"stream": b"\xff\xfe"})
+        mark = server.mark()
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.get(
+                url,
+                headers={
+                    "Accept": "text/event-stream",
+                    "Mcp-Session-Id": raw.session_id,
+                    "MCP-Protocol-Version": "2025-11-25",
+                    "Last-Event-ID": priming.id,
+                },
+            )
+        assert response.status_code == 200  # an empty stream, closed at once
+        await server.await_line(r"\[resume\] replay failed \(.*codec", since=mark)
+        assert "Traceback" not in "\n".join(server.lines[mark:])
+        assert (await raw.request("resources/read", {"uri": STATUS_URI}))["result"]
+    finally:
+        await raw.close()
