@@ -61,10 +61,8 @@ class SseStream:
         return event
 
 
-@asynccontextmanager
-async def get_stream(
-    url: str, session: str, last_event_id: str | None = None
-) -> AsyncIterator[SseStream]:
+def get_headers(session: str, last_event_id: str | None = None) -> dict[str, str]:
+    """Headers of a GET stream request for ``session``, resuming after ``last_event_id``."""
     headers = {
         "Accept": "text/event-stream",
         "Mcp-Session-Id": session,
@@ -72,8 +70,15 @@ async def get_stream(
     }
     if last_event_id:
         headers["Last-Event-ID"] = last_event_id
+    return headers
+
+
+@asynccontextmanager
+async def get_stream(
+    url: str, session: str, last_event_id: str | None = None
+) -> AsyncIterator[SseStream]:
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(10, read=30)) as http:
-        async with http.stream("GET", url, headers=headers) as response:
+        async with http.stream("GET", url, headers=get_headers(session, last_event_id)) as response:
             assert response.status_code == 200, response.status_code
             yield SseStream(response)
 
@@ -147,14 +152,7 @@ async def test_another_replica_serves_the_resume_and_follows_the_stream(lab, red
         assert len(other.matching(r"\[notification/resume\] ")) == 2
         # Ended: no replica resumes it any more.
         async with httpx2.AsyncClient(timeout=10) as http:
-            response = await http.get(
-                other_url,
-                headers={
-                    "Accept": "text/event-stream",
-                    "Mcp-Session-Id": raw.session_id,
-                    "Last-Event-ID": priming.id,
-                },
-            )
+            response = await http.get(other_url, headers=get_headers(raw.session_id, priming.id))
         assert response.status_code == 404
         assert not redis_client.exists(contract.resume_key(raw.session_id))
     finally:
@@ -304,15 +302,7 @@ async def test_garbage_in_a_resume_stream_is_a_warning_not_a_traceback(lab, redi
         redis_client.xadd(contract.resume_key(raw.session_id), {"stream": b"\xff\xfe"})
         mark = server.mark()
         async with httpx2.AsyncClient(timeout=10) as http:
-            response = await http.get(
-                url,
-                headers={
-                    "Accept": "text/event-stream",
-                    "Mcp-Session-Id": raw.session_id,
-                    "MCP-Protocol-Version": "2025-11-25",
-                    "Last-Event-ID": priming.id,
-                },
-            )
+            response = await http.get(url, headers=get_headers(raw.session_id, priming.id))
         assert response.status_code == 200  # an empty stream, closed at once
         await server.await_line(r"\[resume\] replay failed \(.*codec", since=mark)
         assert "Traceback" not in "\n".join(server.lines[mark:])
