@@ -28,8 +28,8 @@ import time
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, store
-from services.eventlog import setup_logging
+from services import contract, state
+from services.logs import setup_logging
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
@@ -56,11 +56,11 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
         try:
             name = key.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field name {store.shown_value(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field name {state.shown_value(key)} is not UTF-8") from exc
         try:
             fields[name] = value.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field {store.shown_value(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field {state.shown_value(key)} is not UTF-8") from exc
     return fields
 
 
@@ -72,7 +72,7 @@ class Updater:
         self._redis = redis
         # Jobs are read undecoded, so one entry that is not UTF-8 is a bad job,
         # not an error raised on every read of the stream.
-        self._jobs_redis = store.connect(settings.redis_url, decode=False)
+        self._jobs_redis = state.connect(settings.redis_url, decode=False)
         self._consumer = settings.updater_consumer
         self._scheduled: dict[str, asyncio.Task[None]] = {}
         self._next_take_over = 0.0
@@ -86,7 +86,7 @@ class Updater:
         backoff = 0.2
         while True:
             try:
-                await store.ensure_job_group(self._redis)
+                await state.ensure_job_group(self._redis)
                 # The heartbeat comes first: from now on no other updater takes this
                 # one's jobs, not even those it is about to take over.
                 await self._beat()
@@ -132,7 +132,7 @@ class Updater:
             logger.warning(
                 "[updater] another updater (%s) also runs as consumer=%s: give each its own "
                 "MCP_TEST_UPDATER_CONSUMER, or the jobs of one that dies wait for a restart",
-                store.shown_value(previous),
+                state.shown_value(previous),
                 self._consumer,
             )
         self._beaten = True
@@ -201,7 +201,7 @@ class Updater:
             logger.info(
                 "[updater] took over %d job(s) of consumer=%s (%s)",
                 len(claimed),
-                store.shown_value(consumer),
+                state.shown_value(consumer),
                 why,
             )
         for entry_id, fields in claimed:
@@ -237,7 +237,7 @@ class Updater:
         try:
             job = contract.parse_job(decode_job_fields(raw))
         except contract.BadMessage as exc:
-            reason = f"{store.shorten(str(exc))} (fields={store.shown_fields(raw)})"
+            reason = f"{state.shorten(str(exc))} (fields={state.shown_fields(raw)})"
             task = asyncio.create_task(self._drop(entry_id, reason))
         else:
             delay = self._settings.update_delay_seconds if job.delay is None else job.delay
@@ -246,7 +246,7 @@ class Updater:
                 "[updater] scheduled job=%s uri=%s target=%s in=%.2fs%s",
                 entry_id,
                 job.uri,
-                store.shorten(job.target),
+                state.shorten(job.target),
                 max(0.0, due - time.time()),
                 " (recovered)" if recovered else "",
             )
@@ -260,7 +260,7 @@ class Updater:
             logger.error(
                 "[updater] job=%s failed: %s; it stays pending until this updater restarts",
                 entry_id,
-                store.shorten(repr(task.exception())),
+                state.shorten(repr(task.exception())),
             )
 
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
@@ -274,8 +274,8 @@ class Updater:
                 await asyncio.sleep(_RETRY_SECONDS)
 
     async def _apply(self, entry_id: str, job: contract.UpdateJob) -> None:
-        scopes = await store.job_targets(self._redis, job, self._settings.state_scope)
-        versions = await store.apply_job(
+        scopes = await state.job_targets(self._redis, job, self._settings.state_scope)
+        versions = await state.apply_job(
             self._redis,
             entry_id,
             job,
@@ -293,7 +293,7 @@ class Updater:
                 "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
                 job.uri,
                 version,
-                store.shorten(scope),
+                state.shorten(scope),
                 entry_id,
                 self._settings.updates_channel,
             )
@@ -323,7 +323,7 @@ class Updater:
 
 async def run_updater(settings: LabSettings) -> None:
     """Run one updater until cancelled."""
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     updater = Updater(settings, redis)
     try:
         await updater.run()

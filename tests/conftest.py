@@ -21,7 +21,7 @@ import pytest
 import redis
 
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
-from services.embedded_redis import RedisNotFound, free_port, start_redis
+from services.cli.embedded_redis import RedisNotFound, free_port, start_redis
 from tests import browser as chromium
 from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from services import contract
-from services.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
 from tests.lab import STATUS_URI, LabClient, LabProcess, lab_env
 
 FAULT_LOG_ENV = "MCP_LAB_FAULT_LOG"
@@ -114,7 +114,7 @@ class Rig:
     def _start(self, name: str, command: str, env: dict[str, str], ready: str) -> LabProcess:
         """Like ``tests.lab.start_server``, but the process is ours to stop even when
         it never gets ready."""
-        proc = LabProcess(name, [sys.executable, "-m", "services.cli", command], env)
+        proc = LabProcess(name, [sys.executable, "-m", "services", command], env)
         self._started.append(proc)
         proc.wait_for(ready, timeout=30)
         return proc

@@ -129,7 +129,7 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run one ``mcp-lab`` command to completion (bounded) with ``env``."""
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "services", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -142,7 +142,7 @@ def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
     """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
     env = lab_env(redis_url, port=str(port), **settings)
-    proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services.cli", "server"], env)
+    proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services", "server"], env)
     proc.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
     return proc
 
@@ -150,7 +150,7 @@ def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
 def start_updater(redis_url: str, **settings: str) -> LabProcess:
     """Start ``mcp-lab updater`` and wait until it reads jobs."""
     env = lab_env(redis_url, **settings)
-    proc = LabProcess("updater", [sys.executable, "-m", "services.cli", "updater"], env)
+    proc = LabProcess("updater", [sys.executable, "-m", "services", "updater"], env)
     proc.wait_for(r"\[updater\] ready", timeout=30)
     return proc
 
@@ -236,7 +236,7 @@ def stdio_server(env: dict[str, str]) -> StdioServerParameters:
     """How to launch ``mcp-lab server --transport stdio`` as an MCP client would."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "services.cli", "server", "--transport", "stdio"],
+        args=["-m", "services", "server", "--transport", "stdio"],
         env=env,
         cwd=ROOT,
     )

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from services.embedded_redis import free_port
+from services.cli.embedded_redis import free_port
 from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio

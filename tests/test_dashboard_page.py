@@ -1,4 +1,4 @@
-"""The dashboard page (``services/dashboard.html``) in a real headless Chromium.
+"""The dashboard page (``services/server/dashboard.html``) in a real headless Chromium.
 
 A small Starlette stand-in serves the page as the lab does (``/``), a report
 (``/api/report``) and a Server-Sent Events stream of reports (``/api/stream``),
@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from tests.browser import ARTIFACTS, expect
 
-PAGE = Path(__file__).resolve().parent.parent / "services" / "dashboard.html"
+PAGE = Path(__file__).resolve().parent.parent / "services" / "server" / "dashboard.html"
 
 URI = "test://review/status"
 RUN_ID = "1796032824497-0"

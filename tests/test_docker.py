@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from services import contract
-from services.embedded_redis import free_port
+from services.cli.embedded_redis import free_port
 from tests.conftest import IN_CI, docker_answers
 from tests.lab import ROOT, STATUS_URI, connect, version_of
 

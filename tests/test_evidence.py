@@ -9,7 +9,8 @@ import anyio
 import pytest
 import redis
 
-from services import contract, evidence, store
+from services import contract, state
+from services.evidence import reader
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio
@@ -207,15 +208,15 @@ def first_stream_report(url: str) -> dict:
 
 
 async def test_the_dashboard_stream_helpers_see_past_garbage(redis_url) -> None:
-    decoding = store.connect(redis_url)  # decodes replies, as the server's client does
+    decoding = state.connect(redis_url)  # decodes replies, as the server's client does
     raw = redis.Redis.from_url(redis_url)
     try:
-        assert await evidence.last_event_id(decoding) == "0-0"
+        assert await reader.last_event_id(decoding) == "0-0"
         garbage = raw.xadd(contract.EVENTS_STREAM, {b"\xff": b"\xfe"}).decode()
-        assert await evidence.last_event_id(decoding) == garbage
-        assert await evidence.wait_for_events(decoding, "0-0", 100) == garbage
-        assert await evidence.wait_for_events(decoding, garbage, 50) is None
-        assert await evidence.read_events(decoding, "-") == []
+        assert await reader.last_event_id(decoding) == garbage
+        assert await reader.wait_for_events(decoding, "0-0", 100) == garbage
+        assert await reader.wait_for_events(decoding, garbage, 50) is None
+        assert await reader.read_events(decoding, "-") == []
     finally:
         raw.close()
         await decoding.aclose()

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from services import contract
-from services.embedded_redis import free_port, start_redis
+from services.cli.embedded_redis import free_port, start_redis
 from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
     env = lab_env(
         f"redis://127.0.0.1:{redis_port}/0", port=str(http_port), update_delay_seconds="0.3"
     )
-    cli = [sys.executable, "-m", "services.cli"]
+    cli = [sys.executable, "-m", "services"]
     server = LabProcess("server", [*cli, "server"], env)
     updater = LabProcess("updater", [*cli, "updater"], env)
     redis = None

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from services.embedded_redis import free_port
+from services.cli.embedded_redis import free_port
 from tests.lab import LabProcess, lab_env, mcp_lab
 
 DELAY = "0.5"

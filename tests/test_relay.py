@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services.embedded_redis import redis_binary
+from services.cli.embedded_redis import redis_binary
 from tests.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.contract import STATUS_URI, Event
-from services.report import to_markdown, to_table
-from services.scoring import LEVEL_NAMES, score_clients, score_session
+from services.evidence.report import to_markdown, to_table
+from services.evidence.scoring import LEVEL_NAMES, score_clients, score_session
 
 UPDATED = "notifications/resources/updated"
 

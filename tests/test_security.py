@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
-from services.guard import CloseWhenBodyUnread, TokenAndSizeGuard
+from services.server.guard import CloseWhenBodyUnread, TokenAndSizeGuard
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.eventlog import Peer
-from services.sessions import SessionRegistry, Subscriber
+from services.logs import Peer
+from services.server.sessions import SessionRegistry, Subscriber
 
 URI = "test://review/status"
 

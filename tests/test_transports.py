@@ -144,7 +144,7 @@ def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     stdin = "\n".join(json.dumps(m) for m in (request, initialized, listing)) + "\n"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "server", "--transport", "stdio"],
+        [sys.executable, "-m", "services", "server", "--transport", "stdio"],
         cwd=ROOT,
         env=lab_env(redis_url),
         stdin=subprocess.PIPE,

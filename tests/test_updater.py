@@ -7,7 +7,7 @@ import re
 import pytest
 import redis
 
-from services import contract, store
+from services import contract, state
 from tests.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio
@@ -56,11 +56,11 @@ async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(lab) -
 
 
 async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> None:
-    redis = store.connect(redis_url)
+    redis = state.connect(redis_url)
     try:
-        await store.ensure_job_group(redis)
+        await state.ensure_job_group(redis)
         job = contract.UpdateJob(STATUS_URI, "s1")
-        entry_id = await store.enqueue_job(redis, job)
+        entry_id = await state.enqueue_job(redis, job)
         claimed = await redis.xreadgroup(
             contract.JOBS_GROUP, "test", {contract.JOBS_STREAM: ">"}, count=1
         )
@@ -70,8 +70,8 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
         await pubsub.get_message(timeout=1)  # the subscribe confirmation
 
         kwargs = {"updated_status": "reviewed", "channel": "test-channel", "ttl_seconds": 60}
-        first = await store.apply_job(redis, entry_id, job, ["s1"], **kwargs)
-        second = await store.apply_job(redis, entry_id, job, ["s1"], **kwargs)
+        first = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
+        second = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
         assert first == [2]
         assert second is None
 
@@ -83,7 +83,7 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
         assert await pubsub.get_message(timeout=0.2) is None
         await pubsub.aclose()
 
-        version, text = await store.read_state(redis, "s1", STATUS_URI, "pending")
+        version, text = await state.read_state(redis, "s1", STATUS_URI, "pending")
         assert version == 2
         assert text == contract.updated_template("reviewed").replace("{version}", "2")
         assert 0 < redis_client.ttl(contract.state_key("s1", STATUS_URI)) <= 60

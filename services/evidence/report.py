@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.contract import Event, entry_time_ms
-from services.scoring import CHECKPOINTS, LEVEL_NAMES, ClientScore, SessionScore
+from services.evidence.scoring import CHECKPOINTS, LEVEL_NAMES, ClientScore, SessionScore
 
 _CHECKPOINT_TITLES = {
     "connected": "connect",

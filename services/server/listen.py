@@ -27,8 +27,8 @@ from mcp.server.subscriptions import (
 )
 
 from services import contract
-from services.eventlog import Peer, event
-from services.sessions import SessionRegistry, Subscriber
+from services.logs import Peer, event
+from services.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab")
 

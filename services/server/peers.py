@@ -7,8 +7,8 @@ from typing import Any
 from mcp.server.session import ServerSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from services import mcp_adapter
-from services.eventlog import UNKNOWN_CLIENT, Peer
+from services.logs import UNKNOWN_CLIENT, Peer
+from services.server import mcp_adapter
 
 MODERN_SESSION_PREFIX = "modern:"
 

@@ -29,9 +29,15 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract
-from services.eventstore import OnReplayed, RedisEventStore, decode, encode, events_after
-from services.sessions import SessionRegistry
-from services.streams import is_get_stream
+from services.server.resume.eventstore import (
+    OnReplayed,
+    RedisEventStore,
+    decode,
+    encode,
+    events_after,
+)
+from services.server.resume.get_streams import is_get_stream
+from services.server.sessions import SessionRegistry
 
 logger = logging.getLogger("mcp_lab")
 

@@ -24,10 +24,10 @@ from collections.abc import Awaitable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, store
-from services.eventlog import event
-from services.evidence import Recorder
-from services.sessions import SessionRegistry, Subscriber
+from services import contract, state
+from services.evidence.recorder import Recorder
+from services.logs import event
+from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
@@ -69,7 +69,7 @@ class Relay:
         self._recorder = recorder
         # Pub/sub blocks on the socket between messages: no read timeout there.
         # Payloads stay bytes, so one that is not UTF-8 is a bad message, not an error.
-        self._pubsub_redis = store.connect(
+        self._pubsub_redis = state.connect(
             settings.redis_url, socket_timeout=None, decode=False, reconnect=False
         )
         self.state = "starting"
@@ -221,7 +221,7 @@ class Relay:
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)
         try:
-            version, _ = await store.read_state(
+            version, _ = await state.read_state(
                 self._redis, scope, uri, self._settings.initial_status
             )
         except (RedisError, OSError):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from services import contract, store
+from services import contract, state
 from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
@@ -26,15 +26,15 @@ def _settings() -> LabSettings:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from services.supervisor import run_lab
+    from services.cli.up import run_lab
 
     return run_lab(_settings(), redis_port=args.redis_port)
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
-    from services import server
+    from services.server import app
 
-    server.main(_settings(), transport=args.transport)
+    app.main(_settings(), transport=args.transport)
     return 0
 
 
@@ -46,12 +46,12 @@ def _cmd_updater(args: argparse.Namespace) -> int:
 
 
 async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     try:
         target = args.session or contract.ALL_SUBSCRIBERS
         job = contract.UpdateJob(uri=args.uri, target=target, delay=args.delay)
-        await store.ensure_job_group(redis)
-        entry_id = await store.enqueue_job(redis, job)
+        await state.ensure_job_group(redis)
+        entry_id = await state.enqueue_job(redis, job)
         print(f"queued job {entry_id}: uri={job.uri} target={target} delay={args.delay}s")
         if args.no_wait:
             return 0
@@ -90,12 +90,13 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 
 
 async def _reset(settings: LabSettings) -> int:
-    from services import evidence  # imports the mcp SDK: only where needed, not in healthchecks
+    # imports the mcp SDK: only where needed, not in healthchecks
+    from services.evidence import reader
 
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     try:
-        deleted = await store.reset_states(redis)
-        run_id = await evidence.start_run(redis)
+        deleted = await state.reset_states(redis)
+        run_id = await reader.start_run(redis)
     finally:
         await redis.aclose()
     print(f"reset: {deleted} state(s) deleted; every session reads version 1 again")
@@ -104,20 +105,21 @@ async def _reset(settings: LabSettings) -> int:
 
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
-    from services import evidence, report, scoring
+    from services.evidence import reader, report, scoring
+    from services.evidence.recorder import now_ms
 
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     try:
         if args.since is not None:
             run_id, first, last = "0-0", f"{_since_ms(args.since)}-0", "+"
         else:
-            run_id, first, last = await evidence.run_bounds(redis, args.run)
-        events = await evidence.read_events(redis, first, last)
+            run_id, first, last = await reader.run_bounds(redis, args.run)
+        events = await reader.read_events(redis, first, last)
     finally:
         await redis.aclose()
     clients = scoring.score_clients(events)
     if args.format == "json":
-        print(json.dumps(report.to_json(run_id, clients, evidence.now_ms()), indent=2))
+        print(json.dumps(report.to_json(run_id, clients, now_ms()), indent=2))
     elif args.format == "markdown":
         print(report.to_markdown(run_id, clients), end="")
     else:
@@ -168,7 +170,7 @@ async def _healthcheck(settings: LabSettings, process: str) -> int:
             return 1
         print(body)
         return 0
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     try:
         alive = await redis.exists(contract.updater_heartbeat_key(settings.updater_consumer))
     finally:
@@ -191,7 +193,7 @@ def _http_get(url: str) -> str:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from services import probe
+    from services.cli import probe
 
     return probe.main(args.url, args.uri, args.timeout, args.protocol, args.auth_token)
 

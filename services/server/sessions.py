@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from services.eventlog import Peer
+from services.logs import Peer
 
 SendUpdated = Callable[[str], Awaitable[None]]
 SendListChanged = Callable[[], Awaitable[None]]

@@ -1,6 +1,6 @@
 """HTTP routes beside MCP on the server's port: the dashboard, its data, and health.
 
-``/``            the live dashboard (a static page, services/dashboard.html)
+``/``            the live dashboard (a static page, services/server/dashboard.html)
 ``/api/report``  the current run's report as JSON
 ``/api/stream``  server-sent events: the report again whenever evidence is recorded
 ``/healthz``     Redis reachability and the relay's state (503 when degraded)
@@ -21,10 +21,10 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from services import evidence, report, scoring
-from services.evidence import Recorder
-from services.relay import Relay
-from services.sessions import SessionRegistry
+from services.evidence import reader, report, scoring
+from services.evidence.recorder import Recorder, now_ms
+from services.server.relay import Relay
+from services.server.sessions import SessionRegistry
 
 logger = logging.getLogger("mcp_lab")
 
@@ -35,10 +35,10 @@ _RETRY_SECONDS = 2.0
 
 async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, Any]:
     """The report of ``run_id`` (the current run when None) as plain data."""
-    run, first, last = await evidence.run_bounds(redis, run_id)
-    events = await evidence.read_events(redis, first, last)
+    run, first, last = await reader.run_bounds(redis, run_id)
+    events = await reader.read_events(redis, first, last)
     clients = scoring.score_clients(events)
-    return report.to_json(run, clients, evidence.now_ms())
+    return report.to_json(run, clients, now_ms())
 
 
 async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
@@ -48,10 +48,10 @@ async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
     while not await request.is_disconnected():
         try:
             if not sent_first:
-                last_id = await evidence.last_event_id(redis)
+                last_id = await reader.last_event_id(redis)
                 yield _sse(await current_report(redis))
                 sent_first = True
-            newest = await evidence.wait_for_events(redis, last_id, _BLOCK_MS)
+            newest = await reader.wait_for_events(redis, last_id, _BLOCK_MS)
             if newest is None:
                 yield ": keepalive\n\n"
                 continue

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.eventlog import Peer, event
-from services.sessions import SessionRegistry
+from services.logs import Peer, event
+from services.server.sessions import SessionRegistry
 
 _SESSION_HEADER = b"mcp-session-id"
 

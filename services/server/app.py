@@ -28,17 +28,20 @@ from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from services import contract, dashboard, eventstore, evidence, mcp_adapter, resume, store
-from services.eventlog import Peer, event, setup_logging
-from services.eventstore import RedisEventStore
-from services.evidence import Recorder
-from services.guard import guard
-from services.listen import ListenStreams
-from services.peers import make_peer
-from services.relay import Relay
-from services.sessions import SessionRegistry, Subscriber
+from services import contract, state
+from services.evidence.recorder import Recorder, annotate
+from services.logs import Peer, event, setup_logging
+from services.server import dashboard, mcp_adapter
+from services.server.guard import guard
+from services.server.listen import ListenStreams
+from services.server.peers import make_peer
+from services.server.relay import Relay
+from services.server.resume import eventstore
+from services.server.resume.eventstore import RedisEventStore
+from services.server.resume.get_streams import StreamLogMiddleware
+from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_replica_id
+from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
-from services.streams import StreamLogMiddleware
 
 logger = logging.getLogger("mcp_lab")
 
@@ -93,8 +96,8 @@ class Lab:
         """Record ``peer`` as subscribed to ``uri`` and queue its update; the job id."""
         target = self.scope(peer)
         try:
-            await store.add_subscriber(self.redis, uri, peer.session)
-            return await store.enqueue_job(self.redis, contract.UpdateJob(uri=uri, target=target))
+            await state.add_subscriber(self.redis, uri, peer.session)
+            return await state.enqueue_job(self.redis, contract.UpdateJob(uri=uri, target=target))
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 
@@ -103,7 +106,7 @@ class Lab:
         if self.registry.subscribers(uri, peer.session):
             return
         try:
-            await store.remove_subscriber(self.redis, uri, peer.session)
+            await state.remove_subscriber(self.redis, uri, peer.session)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
 
@@ -130,7 +133,7 @@ class Lab:
 
     async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
         try:
-            return await store.read_state(
+            return await state.read_state(
                 self.redis, self.scope(peer), uri, self.settings.initial_status
             )
         except (RedisError, OSError) as exc:
@@ -204,21 +207,21 @@ class EventLogMiddleware(Middleware):
 
 def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     """The FastMCP server of the lab and the state its handlers share."""
-    redis = store.connect(settings.redis_url)
+    redis = state.connect(settings.redis_url)
     registry = SessionRegistry()
     recorder = Recorder(redis, settings.events_max)
     relay = Relay(settings, redis, registry, recorder)
-    lab = Lab(settings, redis, registry, recorder, relay, resume.new_replica_id())
+    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id())
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         try:
-            await store.ensure_job_group(redis)
+            await state.ensure_job_group(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
-            asyncio.create_task(resume.heartbeat(redis, lab.replica), name="heartbeat"),
+            asyncio.create_task(heartbeat(redis, lab.replica), name="heartbeat"),
         ]
         try:
             yield {}
@@ -248,7 +251,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     async def review_status(ctx: Context) -> str:
         peer = lab.peer(ctx)
         version, text = await lab.read(peer, contract.STATUS_URI)
-        evidence.annotate(version=version)
+        annotate(version=version)
         event("resources/read", f"uri={contract.STATUS_URI} version={version}", peer)
         return text
 
@@ -343,7 +346,7 @@ def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
     if settings.resumable:
         mcp_adapter.bind_session_event_stores(app, lab.event_store)
         app.add_middleware(
-            resume.ResumeMiddleware,
+            ResumeMiddleware,
             path=settings.path,
             registry=lab.registry,
             redis=lab.redis,

@@ -13,7 +13,7 @@ from types import FrameType
 from typing import IO
 
 from services import contract
-from services.embedded_redis import EmbeddedRedis, free_port, redis_binary, start_redis
+from services.cli.embedded_redis import EmbeddedRedis, free_port, redis_binary, start_redis
 from services.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
@@ -29,7 +29,7 @@ def _pump(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
 
 def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", command],
+        [sys.executable, "-m", "services", command],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,0 +1,1 @@
+"""The ``mcp-lab`` command line: parsing, commands, ``up`` and its embedded Redis."""

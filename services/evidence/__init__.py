@@ -1,0 +1,1 @@
+"""The evidence pipeline: recording what happened, and reading, scoring and reporting it."""

@@ -1,0 +1,153 @@
+"""Reading the evidence record back: runs, events, and their validation.
+
+The record is the stream ``mcp:events``; observation runs are delimited by
+entries of ``mcp:runs`` (see :mod:`services.evidence.recorder` for the writing side).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis.asyncio import Redis
+
+from services import contract, state
+
+logger = logging.getLogger("mcp_lab")
+
+_READ_PAGE = 1000
+
+
+async def start_run(redis: Redis) -> str:
+    """Begin a new observation run; returns its id."""
+    run_id: str = await redis.xadd(contract.RUNS_STREAM, {"reason": "reset"})
+    return run_id
+
+
+async def run_bounds(redis: Redis, run_id: str | None) -> tuple[str, str, str]:
+    """(run id, first event id, last event id) of ``run_id``, or of the current run.
+
+    Before any ``mcp-lab reset`` the current run is everything recorded so far,
+    with id ``0-0``. Only entry ids of ``mcp:runs`` are read, never their fields,
+    so whatever else was written there does not matter.
+    """
+    if run_id is None:
+        latest = await _raw_ids(redis, "XREVRANGE", contract.RUNS_STREAM, "+", "-", "COUNT", 1)
+        return (latest[0], latest[0], "+") if latest else ("0-0", "-", "+")
+    if not contract.is_event_id(run_id):
+        raise LookupError(f"no run with id {run_id!r}: a run id looks like 1767225600000-0")
+    found = await _raw_ids(redis, "XRANGE", contract.RUNS_STREAM, run_id, run_id)
+    if not found and run_id != "0-0":
+        raise LookupError(f"no run with id {run_id!r}")
+    following = await _raw_ids(redis, "XRANGE", contract.RUNS_STREAM, f"({run_id}", "+", "COUNT", 1)
+    end = f"({following[0]}" if following else "+"
+    return run_id, run_id if found else "-", end
+
+
+async def _raw_ids(redis: Redis, *command: str | int) -> list[str]:
+    """The entry ids of an XRANGE/XREVRANGE reply (fields left undecoded)."""
+    return [entry_id.decode() for entry_id, _ in await state.read_raw(redis, *command)]
+
+
+async def last_event_id(redis: Redis) -> str:
+    """Id of the newest entry of ``mcp:events`` (``0-0`` when there is none); its
+    fields are not decoded, so an entry anyone else wrote cannot make this fail."""
+    ids = await _raw_ids(redis, "XREVRANGE", contract.EVENTS_STREAM, "+", "-", "COUNT", 1)
+    return ids[0] if ids else "0-0"
+
+
+async def wait_for_events(redis: Redis, after: str, block_ms: int) -> str | None:
+    """Wait up to ``block_ms`` for entries of ``mcp:events`` past ``after``: the id of
+    the newest one, or None when none came (fields not decoded, as above)."""
+    reply = await state.read_raw(
+        redis, "XREAD", "BLOCK", block_ms, "STREAMS", contract.EVENTS_STREAM, after
+    )
+    if not reply:
+        return None
+    newest: bytes = reply[0][1][-1][0]
+    return newest.decode()
+
+
+async def read_events(redis: Redis, first: str, last: str = "+") -> list[contract.Event]:
+    """Every well-formed event recorded between two stream ids (inclusive).
+
+    Entries are read undecoded and checked one at a time: one that anyone else
+    wrote (a field that is not UTF-8, a missing field, a value the lab never
+    records) is left out, and one warning per read says how many and shows the
+    first. ``redis`` may decode replies or not.
+    """
+    events: list[contract.Event] = []
+    skipped = _Skipped()
+    start = first
+    while True:
+        page = await state.read_raw(
+            redis, "XRANGE", contract.EVENTS_STREAM, start, last, "COUNT", _READ_PAGE
+        )
+        for entry_id, raw in page:
+            try:
+                events.append(parse_event(raw))
+            except contract.BadMessage as exc:
+                skipped.add(entry_id, str(exc), raw)
+        if len(page) < _READ_PAGE:
+            break
+        start = f"({page[-1][0].decode()}"
+    skipped.log()
+    return events
+
+
+# datetime cannot show a time past the year 9999; the lab never records one.
+_LAST_MS = 253402300799999
+_DIRECTIONS = frozenset({"in", "out"})
+
+
+def parse_event(raw: dict[bytes, bytes] | None) -> contract.Event:
+    """One raw entry of ``mcp:events``; raises :class:`contract.BadMessage` with a short
+    reason for anything the lab would not have recorded."""
+    if not raw:
+        raise contract.BadMessage("no fields")
+    fields: dict[str, str] = {}
+    for key, value in raw.items():
+        try:
+            fields[key.decode()] = value.decode()
+        except UnicodeDecodeError as exc:
+            raise contract.BadMessage(f"field {state.shown_value(key)} is not UTF-8") from exc
+    try:
+        event = contract.Event.from_fields(fields)
+    except contract.BadMessage as exc:
+        raise contract.BadMessage(_why(exc.__cause__)) from exc
+    if not 0 <= event.ts_ms <= _LAST_MS:
+        raise contract.BadMessage(f"time {event.ts_ms} is outside 0..{_LAST_MS} ms")
+    if event.direction not in _DIRECTIONS:
+        shown = state.shown_value(raw[b"direction"])
+        raise contract.BadMessage(f"direction {shown} is neither 'in' nor 'out'")
+    return event
+
+
+def _why(cause: BaseException | None) -> str:
+    """Why :meth:`contract.Event.from_fields` refused an entry, without its fields."""
+    if isinstance(cause, KeyError):
+        return f"no field {cause.args[0]!r}"
+    return state.shorten(str(cause), 120)
+
+
+class _Skipped:
+    """The entries a read left out: counted, the first one kept for the log line."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._first = ""
+
+    def add(self, entry_id: bytes, reason: str, raw: dict[bytes, bytes] | None) -> None:
+        if not self.count:
+            fields = state.shown_fields(raw or {})
+            self._first = f"{entry_id.decode()}: {reason} (fields={fields})"
+        self.count += 1
+
+    def log(self) -> None:
+        if self.count:
+            logger.warning(
+                "[evidence] left out %d malformed entr%s of %s; first %s",
+                self.count,
+                "y" if self.count == 1 else "ies",
+                contract.EVENTS_STREAM,
+                self._first,
+            )

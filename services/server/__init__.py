@@ -1,0 +1,1 @@
+"""The MCP server process: sessions, subscriptions, the relay, and the HTTP routes."""
