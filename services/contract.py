@@ -1,14 +1,15 @@
 """The Redis contract between the server and the updater.
 
-Everything the two processes agree on is named here and nowhere else: the
-resource catalog and its contents, the Redis key and stream names, and the
-format of the messages on the updates channel and the job stream. Both
-processes import this module; nothing but Redis passes between them.
+Everything the two processes agree on about Redis is named here and nowhere
+else: the key and stream names, and the format of the messages on the updates
+channel and the job stream. What the resources are and what they say is in
+:mod:`services.catalog`. Both processes import both modules; nothing but Redis
+passes between them.
 
 Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``):
 
 ``mcp:state:{scope}:{uri}``      hash ``version``, ``text``; absent, or not the lab's
-                                 (see ``store.read_state``), means version 1
+                                 (see ``state.read_state``), means version 1
 ``mcp:subscribers:{uri}``        set of session ids subscribed to ``uri`` (all replicas)
 ``mcp:jobs``                     stream of update jobs, consumed by group ``updaters``
 ``mcp:updater:{consumer}:alive``  ``host:pid`` of a working updater, expires shortly after;
@@ -27,19 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-STATUS_URI = "test://review/status"
-STATUS_MIME_TYPE = "text/plain"
-STATUS_NAME = "review-status"
-STATUS_DESCRIPTION = (
-    "Simulated review status. It changes a few seconds after you subscribe to it; "
-    "re-read it when notifications/resources/updated arrives."
-)
-
-INITIAL_MESSAGE = "Waiting for simulated review result."
-UPDATED_MESSAGE = "Simulated review result is now available."
-
-# The catalog: every URI the lab serves. Anything else is "Resource not found".
-CATALOG: frozenset[str] = frozenset({STATUS_URI})
+from services.catalog import Catalog
 
 SHARED_SCOPE = "shared"
 ALL_SUBSCRIBERS = "*"
@@ -48,24 +37,6 @@ JOBS_STREAM = "mcp:jobs"
 JOBS_GROUP = "updaters"
 STATE_KEY_PREFIX = "mcp:state:"
 SUBSCRIBERS_KEY_PREFIX = "mcp:subscribers:"
-
-# Placeholder the updater's script replaces with the new version number.
-VERSION_PLACEHOLDER = "{version}"
-
-
-def status_text(status: str, version: int | str, message: str) -> str:
-    """The text of ``test://review/status`` (three lines, no trailing newline)."""
-    return f"status: {status}\nversion: {version}\nmessage: {message}"
-
-
-def initial_text(initial_status: str) -> str:
-    """Content at version 1, before any update."""
-    return status_text(initial_status, 1, INITIAL_MESSAGE)
-
-
-def updated_template(updated_status: str) -> str:
-    """Content after an update, with ``{version}`` left for the updater to fill in."""
-    return status_text(updated_status, VERSION_PLACEHOLDER, UPDATED_MESSAGE)
 
 
 def scope_of(session: str, state_scope: str) -> str:
@@ -150,7 +121,7 @@ class BadMessage(ValueError):
 MAX_MESSAGE_BYTES = 64 * 1024
 
 
-def parse_update_message(payload: bytes | str) -> UpdateMessage:
+def parse_update_message(payload: bytes | str, catalog: Catalog) -> UpdateMessage:
     """Parse a payload from the updates channel.
 
     Accepted forms: a bare URI (``test://review/status``), which is what a person
@@ -173,7 +144,7 @@ def parse_update_message(payload: bytes | str) -> UpdateMessage:
         message = _parse_json_message(text)
     else:
         message = UpdateMessage(uri=text)
-    if message.uri not in CATALOG:
+    if message.uri not in catalog:
         raise BadMessage(f"unknown uri {message.uri!r}")
     return message
 
@@ -218,10 +189,10 @@ class UpdateJob:
         return out
 
 
-def parse_job(fields: dict[str, str]) -> UpdateJob:
+def parse_job(fields: dict[str, str], catalog: Catalog) -> UpdateJob:
     """Parse the fields of a job stream entry; raises :class:`BadMessage`."""
     uri = fields.get("uri", "")
-    if uri not in CATALOG:
+    if uri not in catalog:
         raise BadMessage(f"unknown uri {uri!r}")
     target = fields.get("target") or ALL_SUBSCRIBERS
     raw_delay = fields.get("delay")

@@ -17,6 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from services import contract
+from services.catalog import VERSION_PLACEHOLDER
 
 logger = logging.getLogger("mcp_lab")
 
@@ -157,8 +158,10 @@ def parse_version(raw: bytes | None) -> int | None:
     return version if version >= 1 else None
 
 
-async def read_state(redis: Redis, scope: str, uri: str, initial_status: str) -> tuple[int, str]:
-    """Version and text of ``uri`` for ``scope``; version 1 when nothing was written yet.
+async def read_state(redis: Redis, scope: str, uri: str, initial_text: str) -> tuple[int, str]:
+    """Version and text of ``uri`` for ``scope``; version 1 and ``initial_text`` (the
+    resource's text at version 1, see :meth:`services.catalog.ResourceSpec.initial`)
+    when nothing was written yet.
 
     A state the lab did not write (anyone with redis-cli can) never fails the read:
     a version that is not a positive integer, a missing text, or a key that is not
@@ -172,16 +175,16 @@ async def read_state(redis: Redis, scope: str, uri: str, initial_status: str) ->
     except ResponseError as exc:
         if "WRONGTYPE" not in str(exc):
             raise
-        return _unreadable_state(key, "it is not a hash", initial_status)
+        return _unreadable_state(key, "it is not a hash", initial_text)
     if version is None and text is None:
-        return 1, contract.initial_text(initial_status)
+        return 1, initial_text
     parsed = parse_version(version)
     if parsed is None:
         shown = "missing" if version is None else shown_value(version)
         reason = f"version {shown} is not a positive integer of {MAX_VERSION_DIGITS} digits at most"
-        return _unreadable_state(key, reason, initial_status)
+        return _unreadable_state(key, reason, initial_text)
     if text is None:
-        return _unreadable_state(key, "it has no text", initial_status)
+        return _unreadable_state(key, "it has no text", initial_text)
     try:
         return parsed, text.decode()
     except UnicodeDecodeError:
@@ -193,14 +196,20 @@ async def read_state(redis: Redis, scope: str, uri: str, initial_status: str) ->
         return parsed, text.decode(errors="replace")
 
 
-def _unreadable_state(key: str, reason: str, initial_status: str) -> tuple[int, str]:
+def _unreadable_state(key: str, reason: str, initial_text: str) -> tuple[int, str]:
     logger.warning(
         "[lab] state %s is not the lab's (%s): read as version 1 until the next update "
         "replaces it (`mcp-lab reset` deletes it)",
         shorten(key),
         reason,
     )
-    return 1, contract.initial_text(initial_status)
+    return 1, initial_text
+
+
+async def read_version(redis: Redis, scope: str, uri: str) -> int:
+    """The version of ``uri`` for ``scope``, read as :func:`read_state` reads it."""
+    version, _ = await read_state(redis, scope, uri, initial_text="")
+    return version
 
 
 async def add_subscriber(redis: Redis, uri: str, session: str) -> None:
@@ -278,19 +287,20 @@ async def apply_job(
     job: contract.UpdateJob,
     scopes: list[str],
     *,
-    updated_status: str,
+    template: str,
     channel: str,
     ttl_seconds: int,
 ) -> list[int] | None:
-    """Apply a job once. Returns the new versions, or None if it was applied before."""
+    """Apply a job once: each scope's state becomes ``template`` with its new version
+    filled in. Returns the new versions, or None if it was applied before."""
     keys = [contract.JOBS_STREAM, *(contract.state_key(s, job.uri) for s in scopes)]
     args = [
         contract.JOBS_GROUP,
         entry_id,
         job.uri,
         channel,
-        contract.updated_template(updated_status),
-        contract.VERSION_PLACEHOLDER,
+        template,
+        VERSION_PLACEHOLDER,
         ttl_seconds,
         contract.SHARED_SCOPE,
         *scopes,

@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, state
+from services.catalog import LAB_CATALOG, Catalog
 from services.logs import setup_logging
 from services.settings import LabSettings
 
@@ -67,8 +68,9 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
 class Updater:
     """Reads jobs from the stream and applies each one when it is due."""
 
-    def __init__(self, settings: LabSettings, redis: Redis) -> None:
+    def __init__(self, settings: LabSettings, redis: Redis, catalog: Catalog = LAB_CATALOG) -> None:
         self._settings = settings
+        self._catalog = catalog
         self._redis = redis
         # Jobs are read undecoded, so one entry that is not UTF-8 is a bad job,
         # not an error raised on every read of the stream.
@@ -235,7 +237,7 @@ class Updater:
         if entry_id in self._scheduled:
             return
         try:
-            job = contract.parse_job(decode_job_fields(raw))
+            job = contract.parse_job(decode_job_fields(raw), self._catalog)
         except contract.BadMessage as exc:
             reason = f"{state.shorten(str(exc))} (fields={state.shown_fields(raw)})"
             task = asyncio.create_task(self._drop(entry_id, reason))
@@ -280,7 +282,7 @@ class Updater:
             entry_id,
             job,
             scopes,
-            updated_status=self._settings.updated_status,
+            template=self._catalog[job.uri].updated_template(self._settings.updated_status),
             channel=self._settings.updates_channel,
             ttl_seconds=self._settings.state_ttl_seconds,
         )

@@ -5,17 +5,18 @@ from __future__ import annotations
 import pytest
 
 from services import contract
+from services.catalog import LAB_CATALOG, REVIEW_STATUS, VERSION_PLACEHOLDER
 
 
 def test_initial_text_is_the_seed_text() -> None:
-    assert contract.initial_text("pending") == (
+    assert REVIEW_STATUS.initial("pending") == (
         "status: pending\nversion: 1\nmessage: Waiting for simulated review result."
     )
 
 
 def test_updated_template_leaves_the_version_to_fill() -> None:
-    template = contract.updated_template("reviewed")
-    assert template.replace(contract.VERSION_PLACEHOLDER, "2") == (
+    template = REVIEW_STATUS.updated_template("reviewed")
+    assert template.replace(VERSION_PLACEHOLDER, "2") == (
         "status: reviewed\nversion: 2\nmessage: Simulated review result is now available."
     )
 
@@ -33,7 +34,7 @@ def test_updated_template_leaves_the_version_to_fill() -> None:
     ],
 )
 def test_parse_update_message_accepts_bare_uri_and_json(payload, expected) -> None:
-    assert contract.parse_update_message(payload) == expected
+    assert contract.parse_update_message(payload, LAB_CATALOG) == expected
 
 
 @pytest.mark.parametrize(
@@ -53,19 +54,19 @@ def test_parse_update_message_accepts_bare_uri_and_json(payload, expected) -> No
 )
 def test_parse_update_message_rejects_garbage_with_a_reason(payload, reason) -> None:
     with pytest.raises(contract.BadMessage, match=reason):
-        contract.parse_update_message(payload)
+        contract.parse_update_message(payload, LAB_CATALOG)
 
 
 def test_update_message_round_trips() -> None:
     message = contract.UpdateMessage("test://review/status", "s1", 4)
-    assert contract.parse_update_message(message.encode()) == message
+    assert contract.parse_update_message(message.encode(), LAB_CATALOG) == message
 
 
 def test_job_fields_round_trip() -> None:
     job = contract.UpdateJob("test://review/status", "s1", 0.5)
-    assert contract.parse_job(job.fields()) == job
+    assert contract.parse_job(job.fields(), LAB_CATALOG) == job
     default = contract.UpdateJob("test://review/status", contract.ALL_SUBSCRIBERS)
-    assert contract.parse_job(default.fields()) == default
+    assert contract.parse_job(default.fields(), LAB_CATALOG) == default
 
 
 @pytest.mark.parametrize(
@@ -78,7 +79,7 @@ def test_job_fields_round_trip() -> None:
 )
 def test_parse_job_rejects_bad_fields(fields, reason) -> None:
     with pytest.raises(contract.BadMessage, match=reason):
-        contract.parse_job(fields)
+        contract.parse_job(fields, LAB_CATALOG)
 
 
 def test_scope_of_follows_the_state_scope_setting() -> None:

@@ -66,7 +66,7 @@ async def test_relay_delivers_an_update_it_missed_when_it_resubscribes(lab, redi
         # and the relay's pub/sub connection is cut before anything is published.
         redis_client.hset(
             contract.state_key(session, STATUS_URI),
-            mapping={"version": 2, "text": contract.status_text("reviewed", 2, "by hand")},
+            mapping={"version": 2, "text": "status: reviewed\nversion: 2\nmessage: by hand"},
         )
         mark = server.mark()
         assert redis_client.client_kill_filter(_type="pubsub") >= 1

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.contract import STATUS_URI, Event
+from services.catalog import REVIEW_STATUS
+from services.contract import Event
 from services.evidence.report import to_markdown, to_table
 from services.evidence.scoring import LEVEL_NAMES, score_clients, score_session
+
+STATUS_URI = REVIEW_STATUS.uri
 
 UPDATED = "notifications/resources/updated"
 

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from services import contract, state
+from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from tests.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +70,11 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
         await pubsub.subscribe("test-channel")
         await pubsub.get_message(timeout=1)  # the subscribe confirmation
 
-        kwargs = {"updated_status": "reviewed", "channel": "test-channel", "ttl_seconds": 60}
+        kwargs = {
+            "template": REVIEW_STATUS.updated_template("reviewed"),
+            "channel": "test-channel",
+            "ttl_seconds": 60,
+        }
         first = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
         second = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
         assert first == [2]
@@ -77,15 +82,17 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
 
         published = await pubsub.get_message(timeout=2)
         assert published is not None
-        assert contract.parse_update_message(published["data"]) == contract.UpdateMessage(
-            STATUS_URI, "s1", 2
-        )
+        assert contract.parse_update_message(
+            published["data"], LAB_CATALOG
+        ) == contract.UpdateMessage(STATUS_URI, "s1", 2)
         assert await pubsub.get_message(timeout=0.2) is None
         await pubsub.aclose()
 
-        version, text = await state.read_state(redis, "s1", STATUS_URI, "pending")
+        version, text = await state.read_state(
+            redis, "s1", STATUS_URI, REVIEW_STATUS.initial("pending")
+        )
         assert version == 2
-        assert text == contract.updated_template("reviewed").replace("{version}", "2")
+        assert text == REVIEW_STATUS.updated_template("reviewed").replace("{version}", "2")
         assert 0 < redis_client.ttl(contract.state_key("s1", STATUS_URI)) <= 60
         assert redis_client.xlen(contract.JOBS_STREAM) == 0
     finally:

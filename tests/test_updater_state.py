@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from services import contract
+from services.catalog import REVIEW_STATUS
 from tests.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.anyio
 BOUND = 15.0
 DELAY = "0.2"
 KEY = contract.state_key(contract.SHARED_SCOPE, STATUS_URI)
-INITIAL = contract.initial_text("pending")
+INITIAL = REVIEW_STATUS.initial("pending")
 NOT_THE_LABS = r"\[lab\] state mcp:state:shared:test://review/status is not the lab's \({}"
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from services import contract, state
+from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
@@ -80,9 +81,9 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     except contract.BadMessage as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
-    if args.uri not in contract.CATALOG:
+    if args.uri not in LAB_CATALOG:
         print(
-            f"mcp-lab: unknown uri {args.uri!r}; the lab serves {sorted(contract.CATALOG)}",
+            f"mcp-lab: unknown uri {args.uri!r}; the lab serves {LAB_CATALOG.uris()}",
             file=sys.stderr,
         )
         return 2
@@ -243,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     updater.set_defaults(func=_cmd_updater)
 
     trigger = sub.add_parser("trigger", help="update the resource now, through the updater")
-    trigger.add_argument("--uri", default=contract.STATUS_URI)
+    trigger.add_argument("--uri", default=REVIEW_STATUS.uri)
     trigger.add_argument(
         "--session",
         default=None,
@@ -278,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument(
         "--url", required=True, help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8089/mcp"
     )
-    probe.add_argument("--uri", default=contract.STATUS_URI, help="resource to subscribe to")
+    probe.add_argument("--uri", default=REVIEW_STATUS.uri, help="resource to subscribe to")
     probe.add_argument("--auth-token", default=None, help="sent as 'Authorization: Bearer T'")
     probe.add_argument(
         "--timeout",

@@ -13,6 +13,7 @@ from types import FrameType
 from typing import IO
 
 from services import contract
+from services.catalog import REVIEW_STATUS
 from services.cli.embedded_redis import EmbeddedRedis, free_port, redis_binary, start_redis
 from services.settings import LabSettings
 
@@ -74,7 +75,7 @@ def _banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | Non
     else:
         cli = f"redis-cli -u {redis_url}"
         where = redis_url
-    uri = contract.STATUS_URI
+    uri = REVIEW_STATUS.uri
     return "\n".join(
         [
             "",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.contract import STATUS_URI, Event
+from services.catalog import REVIEW_STATUS
+from services.contract import Event
 
 LEVEL_NAMES: dict[int, str] = {
     0: "no connection",
@@ -93,7 +94,7 @@ def _ok(event: Event, direction: str, methods: Iterable[str], uri: str | None = 
     )
 
 
-def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
+def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionScore:
     """Score one session's events (all of one session id)."""
     ordered = sorted(events, key=lambda e: e.ts_ms)
     first = ordered[0]

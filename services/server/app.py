@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from services import contract, state
+from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
 from services.evidence.recorder import Recorder, annotate
 from services.logs import Peer, event, setup_logging
 from services.server import dashboard, mcp_adapter
@@ -79,6 +80,7 @@ class Lab:
     recorder: Recorder
     relay: Relay
     replica: str
+    catalog: Catalog
 
     def peer(self, ctx: Context, client_info: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context."""
@@ -133,9 +135,8 @@ class Lab:
 
     async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
         try:
-            return await state.read_state(
-                self.redis, self.scope(peer), uri, self.settings.initial_status
-            )
+            initial = self.catalog[uri].initial(self.settings.initial_status)
+            return await state.read_state(self.redis, self.scope(peer), uri, initial)
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 
@@ -184,7 +185,7 @@ class EventLogMiddleware(Middleware):
     async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
-        if uri not in contract.CATALOG and ctx is not None:
+        if uri not in self._lab.catalog and ctx is not None:
             event("resources/read", f"uri={uri}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
@@ -205,13 +206,13 @@ class EventLogMiddleware(Middleware):
         event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
 
-def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
-    """The FastMCP server of the lab and the state its handlers share."""
+def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FastMCP, Lab]:
+    """The FastMCP server of the lab, serving ``catalog``, and the state its handlers share."""
     redis = state.connect(settings.redis_url)
     registry = SessionRegistry()
     recorder = Recorder(redis, settings.events_max)
-    relay = Relay(settings, redis, registry, recorder)
-    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id())
+    relay = Relay(settings, redis, registry, recorder, catalog)
+    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog)
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -242,25 +243,15 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     )
     server.add_middleware(EventLogMiddleware(lab))
 
-    @server.resource(
-        contract.STATUS_URI,
-        name=contract.STATUS_NAME,
-        description=contract.STATUS_DESCRIPTION,
-        mime_type=contract.STATUS_MIME_TYPE,
-    )
-    async def review_status(ctx: Context) -> str:
-        peer = lab.peer(ctx)
-        version, text = await lab.read(peer, contract.STATUS_URI)
-        annotate(version=version)
-        event("resources/read", f"uri={contract.STATUS_URI} version={version}", peer)
-        return text
+    for spec in catalog:
+        _add_resource(server, lab, spec)
 
     if settings.enable_tool:
 
         @server.tool(name="get_review_status", description="Current text of test://review/status.")
         async def get_review_status(ctx: Context) -> str:
             peer = lab.peer(ctx)
-            version, text = await lab.read(peer, contract.STATUS_URI)
+            version, text = await lab.read(peer, REVIEW_STATUS.uri)
             event("tools/call", f"get_review_status version={version}", peer)
             return text
 
@@ -268,7 +259,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         ctx = get_context()
         peer = lab.peer(ctx)
         uri = str(params.uri)
-        if uri not in contract.CATALOG:
+        if uri not in catalog:
             event("resources/subscribe", f"uri={uri}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         session = ctx.session
@@ -293,7 +284,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     ) -> mcp_types.EmptyResult:
         peer = lab.peer(get_context())
         uri = str(params.uri)
-        if uri not in contract.CATALOG:
+        if uri not in catalog:
             event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         was_subscribed = registry.unsubscribe(peer.session, uri)
@@ -313,6 +304,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
         version_of=lambda peer, uri: lab.read(peer, uri),
         on_subscribe=lab.schedule_update,
         on_end=lab.forget_subscription,
+        catalog=catalog,
     )
     mcp_adapter.register_request_handler(
         server, "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, listen
@@ -325,10 +317,25 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     return server, lab
 
 
-def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
+def _add_resource(server: FastMCP, lab: Lab, spec: ResourceSpec) -> None:
+    """Serve ``spec``: ``resources/read`` returns its text for the reader's scope."""
+
+    async def read(ctx: Context) -> str:
+        peer = lab.peer(ctx)
+        version, text = await lab.read(peer, spec.uri)
+        annotate(version=version)
+        event("resources/read", f"uri={spec.uri} version={version}", peer)
+        return text
+
+    server.resource(
+        spec.uri, name=spec.name, description=spec.description, mime_type=spec.mime_type
+    )(read)
+
+
+def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Starlette, Lab]:
     """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
     generations), legacy SSE at ``settings.sse_path``, the dashboard routes."""
-    server, lab = build_lab(settings)
+    server, lab = build_lab(settings, catalog)
     app = server.http_app(
         path=settings.path,
         transport="http",

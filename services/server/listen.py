@@ -26,7 +26,7 @@ from mcp.server.subscriptions import (
     ServerEvent,
 )
 
-from services import contract
+from services.catalog import Catalog
 from services.logs import Peer, event
 from services.server.sessions import SessionRegistry, Subscriber
 
@@ -71,8 +71,10 @@ class ListenStreams:
         version_of: VersionOf,
         on_subscribe: OnSubscribe,
         on_end: OnEnd,
+        catalog: Catalog,
     ) -> None:
         self._registry = registry
+        self._catalog = catalog
         self._peer_of = peer_of
         self._version_of = version_of
         self._on_subscribe = on_subscribe
@@ -84,7 +86,7 @@ class ListenStreams:
         peer = self._peer_of(ctx)
         requested = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
         for uri in requested:
-            if uri not in contract.CATALOG:
+            if uri not in self._catalog:
                 # The spec honors a subscription to an unknown URI; it never fires.
                 event("subscriptions/listen", f"uri={uri}", peer, "error=not-found (never fires)")
         bus = StreamBus()
@@ -97,7 +99,7 @@ class ListenStreams:
             always_open=True,
         )
         try:
-            for uri in (u for u in requested if u in contract.CATALOG):
+            for uri in (u for u in requested if u in self._catalog):
                 self._registry.subscribe(subscriber, uri)
                 subscriber.known[uri] = (await self._version_of(peer, uri))[0]
                 job = await self._on_subscribe(peer, uri)

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, state
+from services.catalog import Catalog
 from services.evidence.recorder import Recorder
 from services.logs import event
 from services.server.sessions import SessionRegistry, Subscriber
@@ -61,9 +62,15 @@ class Relay:
     """Turns each message on the updates channel into notifications."""
 
     def __init__(
-        self, settings: LabSettings, redis: Redis, registry: SessionRegistry, recorder: Recorder
+        self,
+        settings: LabSettings,
+        redis: Redis,
+        registry: SessionRegistry,
+        recorder: Recorder,
+        catalog: Catalog,
     ) -> None:
         self._settings = settings
+        self._catalog = catalog
         self._redis = redis
         self._registry = registry
         self._recorder = recorder
@@ -144,7 +151,7 @@ class Relay:
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
         try:
-            message = contract.parse_update_message(payload)
+            message = contract.parse_update_message(payload, self._catalog)
         except contract.BadMessage as exc:
             self.messages_ignored += 1
             logger.warning(
@@ -221,9 +228,6 @@ class Relay:
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)
         try:
-            version, _ = await state.read_state(
-                self._redis, scope, uri, self._settings.initial_status
-            )
+            return await state.read_version(self._redis, scope, uri)
         except (RedisError, OSError):
             return "?"
-        return version
