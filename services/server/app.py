@@ -421,6 +421,8 @@ async def run_stdio(settings: LabSettings) -> None:
 def main(settings: LabSettings, transport: str = "http") -> None:
     """Entry point of ``mcp-lab server``."""
     setup_logging(settings.log_level)
+    for unchecked in mcp_adapter.unchecked_versions():
+        logger.warning("[lab] %s: the SDK adapter was not checked against it", unchecked)
     try:
         asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings))
     except KeyboardInterrupt:

@@ -4,7 +4,22 @@ FastMCP 4 has no public API for ``resources/subscribe``, for withdrawing the
 capabilities it always advertises, or for learning when a client session ends.
 The low-level server and the per-session ``Connection`` have them; this module
 reaches them, so an upgrade of fastmcp or mcp breaks here and nowhere else.
-Checked against fastmcp 4.2.3 and mcp 2.3.0.
+Checked against the versions in :data:`CHECKED_VERSIONS` (pyproject pins the same;
+``tests/test_mcp_adapter.py`` fails on any other).
+
+Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
+
+* ``mcp.server.streamable_http.GET_STREAM_KEY``: the stream id of a session's
+  standalone GET stream, as the event store sees it (resume/eventstore.py,
+  resume/middleware.py).
+* The SSE framing the SDK writes (``event: message``, ``id:``, ``retry:``, ``data:``),
+  written by hand for streams the lab serves itself (resume/middleware.py).
+* ``mcp.server.subscriptions.InMemorySubscriptionBus`` subclassed per listen stream,
+  and ``ListenHandler`` subscribing to it after the acknowledgement (listen.py).
+* ``fastmcp.server.http.create_sse_app``: the legacy SSE app mounted beside
+  Streamable HTTP, whose lifespan the lab's app runs (app.py).
+* ``ServerSession.send_resource_updated`` drops a message silently when no
+  stream is open (sessions.py, get_streams.py track streams for the evidence).
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import Any
 
 from fastmcp import FastMCP
@@ -21,6 +37,23 @@ from mcp.server.session import ServerSession
 from mcp.server.streamable_http import EventStore
 from pydantic import BaseModel
 from starlette.applications import Starlette
+
+# The releases this module (and the behaviour listed above) was checked against.
+CHECKED_VERSIONS: dict[str, str] = {"fastmcp": "4.2.3", "mcp": "2.3.0", "mcp-types": "2.3.0"}
+
+
+def unchecked_versions() -> list[str]:
+    """``name installed (checked: X)`` for each SDK package whose installed release
+    is not the one this adapter was checked against."""
+    found = []
+    for name, checked in CHECKED_VERSIONS.items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed = "missing"
+        if installed != checked:
+            found.append(f"{name} {installed} (checked: {checked})")
+    return found
 
 
 def register_request_handler(
