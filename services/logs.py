@@ -12,7 +12,10 @@ import logging
 import sys
 from dataclasses import dataclass
 
+# Every lab logger is a child of this one (``mcp_lab.relay``, ``mcp_lab.updater``, ...),
+# so one level set here applies to all of them; the line format never names them.
 logger = logging.getLogger("mcp_lab")
+_protocol = logging.getLogger("mcp_lab.protocol")
 
 
 UNKNOWN_CLIENT = "unknown"
@@ -37,7 +40,7 @@ class Peer:
 def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
     """Log one protocol event of ``peer``; ``extra`` fields go after the client."""
     tail = f" {extra}" if extra else ""
-    logger.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
+    _protocol.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
 
 
 def setup_logging(level: str) -> None:

@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from services import contract
 from services.catalog import VERSION_PLACEHOLDER
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.state")
 
 # The longest version a state may hold. The update script counts in Lua numbers
 # (doubles, written with 14 significant digits), so past 13 digits a bumped

@@ -33,7 +33,7 @@ from services.catalog import LAB_CATALOG, Catalog
 from services.logs import setup_logging
 from services.settings import LabSettings
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.updater")
 
 _RawFields = dict[bytes, bytes]
 

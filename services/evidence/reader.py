@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from services import contract, state
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.evidence")
 
 _READ_PAGE = 1000
 

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from services import contract
 from services.logs import Peer
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.evidence")
 
 INTERNAL_ERROR = -32603
 INVALID_PARAMS = -32602

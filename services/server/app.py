@@ -44,7 +44,7 @@ from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_r
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.server")
 
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602

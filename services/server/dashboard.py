@@ -26,7 +26,7 @@ from services.evidence.recorder import Recorder, now_ms
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.dashboard")
 
 PAGE = Path(__file__).with_name("dashboard.html")
 _BLOCK_MS = 5_000  # below the Redis client socket timeout

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.settings import LabSettings
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.guard")
 
 _OPEN_PATHS = frozenset({"/healthz"})
 _SHOWN_PATH_CHARS = 80

@@ -30,7 +30,7 @@ from services.catalog import Catalog
 from services.logs import Peer, event
 from services.server.sessions import SessionRegistry, Subscriber
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.listen")
 
 OnSubscribe = Callable[[Peer, str], Awaitable[str]]
 VersionOf = Callable[[Peer, str], Awaitable[tuple[int, str]]]

@@ -31,7 +31,7 @@ from services.logs import event
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.relay")
 
 UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"

@@ -32,7 +32,7 @@ from redis.exceptions import RedisError
 
 from services import contract
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.resume")
 
 # Longest a store or a replay waits for Redis; a notification is sent only after
 # it has been stored, so this bounds what a hung Redis can add to its latency.

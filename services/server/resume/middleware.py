@@ -39,7 +39,7 @@ from services.server.resume.eventstore import (
 from services.server.resume.get_streams import is_get_stream
 from services.server.sessions import SessionRegistry
 
-logger = logging.getLogger("mcp_lab")
+logger = logging.getLogger("mcp_lab.resume")
 
 _SESSION_HEADER = b"mcp-session-id"
 _LAST_EVENT_HEADER = b"last-event-id"
