@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from services.cli.embedded_redis import free_port, start_redis
-from services.cli.runtime import Proc, UpRecord
+from services.cli.runtime import Proc, UpRecord, stop_leftovers
 from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio
@@ -134,8 +134,6 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
             await client.read_text()
     finally:
         assert up.stop() == 0
-    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
-    assert up.matching(rf"data in {re.escape(str(data_dir))}$")
 
     up = start_up(env, port, redis_port)
     try:
@@ -144,6 +142,8 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
         assert "yesterdays-client" in report.stdout
     finally:
         assert up.stop() == 0
+    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
+    assert up.matching(rf"data in {re.escape(str(data_dir))}$")
 
     up = start_up(env, port, redis_port, "--ephemeral")
     try:
@@ -163,8 +163,11 @@ def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path
     assert record.up.pid == up.process.pid
     assert set(record.children) == {"redis", "server", "updater"}
     up.kill()
-    left = wait_all_exit([p.pid for p in record.children.values()], timeout=5)
-    assert left == [], f"still running after SIGKILL of mcp-lab up: {left}"
+    try:
+        left = wait_all_exit([p.pid for p in record.children.values()], timeout=5)
+        assert left == [], f"still running after SIGKILL of mcp-lab up: {left}"
+    finally:
+        stop_leftovers(record.children)  # never leave them behind, even when failing
 
     up = start_up(env, port, redis_port)
     try:

@@ -186,10 +186,10 @@ def _redis_for_lab(
 
 
 def _mcp_lab_hint() -> list[str]:
-    """A banner line when ``mcp-lab`` is not on PATH (the venv is not active)."""
+    """A banner line when the ``mcp-lab`` on PATH is not this one (its venv is not active)."""
     here = Path(sys.executable).parent / "mcp-lab"
     found = shutil.which("mcp-lab")
-    if found is not None or not here.exists():
+    if not here.exists() or (found is not None and Path(found).resolve() == here.resolve()):
         return []
     return [f"  (mcp-lab is {here}: activate its venv, or type that path)"]
 
