@@ -179,6 +179,46 @@ def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path
         assert up.stop() == 0
 
 
+# A stand-in for ``up`` that spawns server and updater with no parent-death signal,
+# waits until both are ready, prints their pids and dies without any cleanup.
+FAKE_UP = """
+import os, subprocess, sys
+env = {**os.environ, "MCP_LAB_UP_PID": str(os.getpid())}
+children = []
+for name, ready in (("updater", "[updater] ready"), ("server", "[lab] server ready")):
+    child = subprocess.Popen([sys.executable, "-m", "services", name], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in child.stdout:
+        if ready in line.decode():
+            break
+    children.append(child)
+print(" ".join(str(child.pid) for child in children), flush=True)
+os._exit(0)
+"""
+
+
+def test_server_and_updater_stop_when_their_parent_is_gone_by_themselves(redis_url) -> None:
+    """The fallback for systems without a parent-death signal: the parent watch alone."""
+    env = lab_env(redis_url, port=str(free_port()))
+    result = subprocess.run(
+        [sys.executable, "-c", FAKE_UP],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    left = wait_all_exit(pids, timeout=5)
+    try:
+        assert left == [], f"still running after their parent died: {left}"
+    finally:
+        stop_leftovers({str(pid): Proc.of(pid) for pid in left})
+
+
 def test_up_stops_what_a_killed_up_left_running(tmp_path) -> None:
     """Where no parent-death signal exists, a killed up's redis-server outlives it."""
     port, redis_port = free_port(), free_port()

@@ -16,6 +16,7 @@ runtime file (:mod:`services.cli.runtime`), and the next ``up`` stops it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -76,7 +77,8 @@ def watch_parent() -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(_WATCH_SECONDS)
-        print(f"[lab] mcp-lab up (pid {parent}) is gone; stopping", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError, ValueError):  # stderr was up's pipe: likely closed
+            print(f"[lab] mcp-lab up (pid {parent}) is gone; stopping", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="watch-up", daemon=True).start()
