@@ -42,7 +42,8 @@ def _with_lab_redis(settings: LabSettings) -> LabSettings:
 def _cmd_up(args: argparse.Namespace) -> int:
     from services.cli.up import UpOptions, run_lab
 
-    options = UpOptions(args.port, args.redis_port, args.data_dir, args.ephemeral)
+    data_dir = args.data_dir.expanduser().resolve() if args.data_dir is not None else None
+    options = UpOptions(args.port, args.redis_port, data_dir, args.ephemeral)
     return run_lab(_settings(), options)
 
 

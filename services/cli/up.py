@@ -70,6 +70,9 @@ def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subproces
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         preexec_fn=die_with_parent(),
+        # a group of its own: a Ctrl-C in the terminal reaches only up, which passes on
+        # one SIGINT (two would cut the server's graceful shutdown short)
+        process_group=0 if os.name == "posix" else None,
     )
     assert process.stdout is not None
     threading.Thread(target=_pump, args=(command, process.stdout, lock), daemon=True).start()
