@@ -31,6 +31,7 @@ async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, r
         result = cli(redis_url, "trigger")
         assert result.returncode == 0, result.stderr
         assert "applied" in result.stdout
+        assert f"mcp-lab: Redis at {redis_url} (REDIS_URL)" in result.stderr
         assert await a.wait_updated(1) == [STATUS_URI]
         assert await b.wait_updated(1) == [STATUS_URI]
         assert version_of(await a.read_text()) == 2
@@ -72,6 +73,18 @@ def test_trigger_rejects_an_unknown_uri(redis_url) -> None:
     assert "unknown uri" in result.stderr
 
 
+def test_redis_cli_runs_the_bundled_redis_cli_against_the_labs_redis(
+    redis_url, redis_client
+) -> None:
+    result = cli(redis_url, "redis-cli", "SET", "mcp-lab:test", "from redis-cli")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"
+    assert f"mcp-lab: Redis at {redis_url} (REDIS_URL)" in result.stderr
+    assert redis_client.get("mcp-lab:test") == "from redis-cli"
+    result = cli(redis_url, "redis-cli", "--no-raw", "GET", "mcp-lab:test")
+    assert result.stdout.strip() == '"from redis-cli"'
+
+
 def test_commands_report_a_dead_redis_clearly() -> None:
     dead = f"redis://127.0.0.1:{free_port()}/0"
     result = cli(dead, "reset")
@@ -98,11 +111,13 @@ def test_bad_setting_is_named() -> None:
     assert "state_scope" in result.stderr
 
 
-async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c() -> None:
+async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c(tmp_path) -> None:
     """``python3 scripts/dev.py up``, as the README says (its venv exists by now)."""
     port = free_port()
     env = lab_env("", port=str(port), update_delay_seconds="0.5")
     env.pop("REDIS_URL")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
     up = LabProcess(
         "up",
         [sys.executable, "scripts/dev.py", "up", "--redis-port", str(free_port())],
@@ -112,7 +127,9 @@ async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c() -> No
         await up.await_line(r"^server +\| .*\[lab\] server ready", timeout=60)
         await up.await_line(r"^updater +\| .*\[updater\] ready", timeout=60)
         assert up.matching(rf"MCP server +http://127\.0\.0\.1:{port}/mcp")
-        assert up.matching(r"redis-cli -p \d+ publish mcp:resources:updated test://review/status")
+        assert up.matching(
+            r"^ +mcp-lab redis-cli publish mcp:resources:updated test://review/status"
+        )
         async with connect(f"http://127.0.0.1:{port}/mcp", "up-client") as client:
             assert version_of(await client.read_text()) == 1
             await client.session.subscribe_resource(STATUS_URI)

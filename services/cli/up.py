@@ -1,24 +1,58 @@
-"""``mcp-lab up``: Redis, server and updater as separate processes, with prefixed logs."""
+"""``mcp-lab up``: Redis, server and updater as separate processes, with prefixed logs.
+
+The embedded Redis keeps its data in a data directory (evidence survives a
+restart) unless ``--ephemeral``. While ``up`` runs, the runtime file
+(:mod:`services.cli.runtime`) says where its Redis is, so other ``mcp-lab``
+commands find it; its children end with it (:mod:`services.cli.lifeline`), and
+whatever a killed ``up`` left running is stopped by the next one.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from services import contract
+import redis
+
 from services.catalog import REVIEW_STATUS
-from services.cli.embedded_redis import EmbeddedRedis, free_port, redis_binary, start_redis
+from services.cli import runtime
+from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from services.cli.lifeline import PARENT_PID_ENV, die_with_parent
 from services.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
 _STOP_TIMEOUT_SECONDS = 5
+_PING_TIMEOUT_SECONDS = 3
+
+
+class CannotStart(Exception):
+    """``up`` cannot start; the message says why and what to do (exit 2)."""
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """The options of ``mcp-lab up``."""
+
+    port: int | None = None
+    redis_port: int | None = None
+    data_dir: Path | None = None
+    ephemeral: bool = False
+
+
+def _say(lock: threading.Lock, text: str) -> None:
+    with lock:
+        print(f"lab     | {text}", flush=True)
 
 
 def _pump(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
@@ -34,6 +68,11 @@ def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subproces
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),
+        # a group of its own: a Ctrl-C in the terminal reaches only up, which passes on
+        # one SIGINT (two would cut the server's graceful shutdown short)
+        process_group=0 if os.name == "posix" else None,
     )
     assert process.stdout is not None
     threading.Thread(target=_pump, args=(command, process.stdout, lock), daemon=True).start()
@@ -41,9 +80,10 @@ def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subproces
 
 
 def _port_is_free(port: int) -> bool:
-    import socket
-
+    """True when a server could listen on 127.0.0.1:``port`` (as redis-server does, with
+    SO_REUSEADDR: connections of a stopped one in TIME_WAIT do not count)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -51,30 +91,120 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+def _check_no_other_up(lock: threading.Lock) -> None:
+    """Refuse to run beside a live ``up``; stop what a killed one left running."""
+    record = runtime.read_record()
+    if record is None:
+        return
+    if record.up.alive():
+        raise CannotStart(
+            f"mcp-lab up is already running (pid {record.up.pid}): MCP {record.mcp_url}, "
+            f"Redis {record.redis_url}. Use that one (mcp-lab trigger, report and redis-cli "
+            "find it by themselves), or stop it first."
+        )
+    left = {name: p for name, p in record.children.items() if p.alive()}
+    if not left:
+        _say(
+            lock,
+            f"an earlier mcp-lab up (pid {record.up.pid}) ended without cleaning up; "
+            "none of its processes is left",
+        )
+    else:
+        names = ", ".join(f"{name} (pid {p.pid})" for name, p in left.items())
+        _say(
+            lock,
+            f"an earlier mcp-lab up (pid {record.up.pid}) was killed and left {names} "
+            "running; stopping them",
+        )
+        still = runtime.stop_leftovers(left)
+        if still:
+            names = ", ".join(f"{name} (pid {p.pid})" for name, p in still.items())
+            raise CannotStart(
+                f"could not stop what an earlier mcp-lab up left running: {names}; stop them "
+                f"yourself (kill {' '.join(str(p.pid) for p in still.values())}) and start again"
+            )
+        _say(lock, "stopped them")
+    runtime.remove_record(record.up.pid)
+
+
+def _check_redis_answers(settings: LabSettings) -> None:
+    """Fail at once, saying what to do, when REDIS_URL names a Redis that does not answer."""
+    url = settings.redis_url
+    try:
+        client = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=_PING_TIMEOUT_SECONDS,
+            socket_timeout=_PING_TIMEOUT_SECONDS,
+        )
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        _, source = runtime.find_redis(settings)
+        raise CannotStart(
+            f"{source} is {url}, and that Redis does not answer ({exc}). mcp-lab up uses the "
+            "Redis REDIS_URL names instead of starting its own: start that Redis, or unset "
+            "REDIS_URL (and remove it from .env) to let mcp-lab up run its own."
+        ) from None
+
+
+def _embedded_port(options: UpOptions, lock: threading.Lock) -> int:
+    if options.redis_port is not None:
+        if not _port_is_free(options.redis_port):
+            raise CannotStart(
+                f"--redis-port {options.redis_port}: 127.0.0.1:{options.redis_port} is in use "
+                "by another process; choose another port"
+            )
+        return options.redis_port
+    if _port_is_free(DEFAULT_EMBEDDED_REDIS_PORT):
+        return DEFAULT_EMBEDDED_REDIS_PORT
+    port = free_port()
+    _say(
+        lock,
+        f"127.0.0.1:{DEFAULT_EMBEDDED_REDIS_PORT} is in use by another process; "
+        f"the embedded Redis takes {port}",
+    )
+    return port
+
+
 @contextmanager
 def _redis_for_lab(
-    settings: LabSettings, redis_port: int | None
+    settings: LabSettings, options: UpOptions, lock: threading.Lock
 ) -> Iterator[tuple[str, EmbeddedRedis | None]]:
     if "redis_url" in settings.model_fields_set:  # REDIS_URL from the environment or .env
+        _check_redis_answers(settings)
         yield settings.redis_url, None
         return
-    port = redis_port or (
-        DEFAULT_EMBEDDED_REDIS_PORT if _port_is_free(DEFAULT_EMBEDDED_REDIS_PORT) else free_port()
-    )
-    embedded = start_redis(port)
+    port = _embedded_port(options, lock)
+    data_dir = None if options.ephemeral else (options.data_dir or runtime.default_data_dir())
+    try:
+        embedded = start_redis(port, data_dir=data_dir, with_parent=True)
+    except (RedisNotFound, RuntimeError, OSError) as exc:
+        raise CannotStart(f"the embedded Redis did not start: {exc}") from None
     try:
         yield embedded.url, embedded
     finally:
         embedded.stop()
 
 
-def _banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None) -> str:
-    if embedded is not None:
-        cli = f"{redis_binary('redis-cli')} -p {embedded.port}"
-        where = f"embedded redis-server on 127.0.0.1:{embedded.port}"
+def _mcp_lab_hint() -> list[str]:
+    """A banner line when the ``mcp-lab`` on PATH is not this one (its venv is not active)."""
+    here = Path(sys.executable).parent / "mcp-lab"
+    found = shutil.which("mcp-lab")
+    if not here.exists() or (found is not None and Path(found).resolve() == here.resolve()):
+        return []
+    return [f"  (mcp-lab is {here}: activate its venv, or type that path)"]
+
+
+def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None) -> str:
+    """What ``up`` prints once the lab runs: where everything is, and what to type."""
+    if embedded is None:
+        where = f"{redis_url} (REDIS_URL)"
+    elif embedded.workdir is None:
+        where = f"embedded redis-server on 127.0.0.1:{embedded.port}, data in {embedded.data_dir}"
     else:
-        cli = f"redis-cli -u {redis_url}"
-        where = redis_url
+        where = f"embedded redis-server on 127.0.0.1:{embedded.port}, throwaway data (--ephemeral)"
     uri = REVIEW_STATUS.uri
     return "\n".join(
         [
@@ -86,11 +216,13 @@ def _banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | Non
             f"  State scope  {settings.state_scope}; update {settings.update_delay_seconds}s "
             "after each subscribe",
             "",
-            "  Notify every subscribed session (no version change):",
-            f"    {cli} publish {settings.updates_channel} {uri}",
-            "  Full update (bump + notify) of every subscribed session, done by the updater:",
-            f"    {cli} XADD {contract.JOBS_STREAM} '*' uri {uri} target '*' delay 0",
-            "  or: mcp-lab trigger            (mcp-lab reset: every state back to version 1)",
+            "  In another shell (mcp-lab finds this lab's Redis by itself):",
+            "    mcp-lab trigger     # full update (bump + notify) of every subscribed session",
+            "    mcp-lab report      # how far each client got",
+            "    mcp-lab reset       # every state back to version 1, a new observation run",
+            f"    mcp-lab redis-cli publish {settings.updates_channel} {uri}",
+            "                        # notify every subscribed session, no version change",
+            *_mcp_lab_hint(),
             "",
             "  Ctrl-C stops everything.",
             "",
@@ -98,43 +230,77 @@ def _banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | Non
     )
 
 
-def run_lab(settings: LabSettings, redis_port: int | None = None) -> int:
-    """Run the whole lab until Ctrl-C (or SIGTERM) or until a process dies."""
+def run_lab(settings: LabSettings, options: UpOptions | None = None) -> int:
+    """Run the whole lab until Ctrl-C (or SIGTERM, SIGHUP) or until a process dies."""
+    options = options or UpOptions()
+    if options.port is not None:
+        settings = settings.model_copy(update={"port": options.port})
     lock = threading.Lock()
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with _redis_for_lab(settings, redis_port) as (redis_url, embedded):
-        env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
-        processes = {name: _spawn(name, env, lock) for name in ("server", "updater")}
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, on_signal)
+    try:
+        _check_no_other_up(lock)
+        with _redis_for_lab(settings, options, lock) as (redis_url, embedded):
+            return _run(settings, redis_url, embedded, lock, stopping)
+    except CannotStart as exc:
+        print(f"mcp-lab up: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _run(
+    settings: LabSettings,
+    redis_url: str,
+    embedded: EmbeddedRedis | None,
+    lock: threading.Lock,
+    stopping: threading.Event,
+) -> int:
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "MCP_TEST_PORT": str(settings.port),
+        "PYTHONUNBUFFERED": "1",
+        PARENT_PID_ENV: str(os.getpid()),
+    }
+    processes = {name: _spawn(name, env, lock) for name in ("server", "updater")}
+    children = {name: runtime.Proc.of(p.pid) for name, p in processes.items()}
+    if embedded is not None:
+        children["redis"] = runtime.Proc.of(embedded.process.pid)
+    me = runtime.Proc.of(os.getpid())
+    runtime.write_record(runtime.UpRecord(me, redis_url, settings.mcp_url, children))
+    try:
         with lock:
-            print(_banner(settings, redis_url, embedded), flush=True)
-        exit_code = 0
-        while not stopping.wait(0.2):
-            dead = [name for name, p in processes.items() if p.poll() is not None]
-            if dead:
-                with lock:
-                    for name in dead:
-                        print(
-                            f"lab     | {name} exited with code {processes[name].returncode}; "
-                            "stopping the lab",
-                            flush=True,
-                        )
-                exit_code = 1
-                break
-        with lock:
-            print("lab     | stopping server and updater", flush=True)
-        for process in processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        for process in processes.values():
-            try:
-                process.wait(timeout=_STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            print(banner(settings, redis_url, embedded), flush=True)
+        return _supervise(processes, lock, stopping)
+    finally:
+        runtime.remove_record(me.pid)
+
+
+def _supervise(
+    processes: dict[str, subprocess.Popen[bytes]], lock: threading.Lock, stopping: threading.Event
+) -> int:
+    exit_code = 0
+    while not stopping.wait(0.2):
+        dead = [name for name, p in processes.items() if p.poll() is not None]
+        if dead:
+            for name in dead:
+                code = processes[name].returncode
+                _say(lock, f"{name} exited with code {code}; stopping the lab")
+            exit_code = 1
+            break
+    _say(lock, "stopping server and updater")
+    for process in processes.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+    for process in processes.values():
+        try:
+            process.wait(timeout=_STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     return exit_code

