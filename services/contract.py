@@ -267,9 +267,10 @@ class Event:
 
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> Event:
-        """Parse a stream entry; raises :class:`BadMessage` on a malformed one."""
+        """Parse a stream entry; raises :class:`BadMessage` with a short reason (never the
+        fields themselves) for anything the lab would not have recorded."""
         try:
-            return cls(
+            event = cls(
                 ts_ms=int(fields["ts"]),
                 session=fields["session"],
                 client=fields["client"],
@@ -284,5 +285,22 @@ class Event:
                 error=int(fields["error"]) if "error" in fields else None,
                 resumed=fields.get("resumed") == "1",
             )
-        except (KeyError, ValueError) as exc:
-            raise BadMessage(f"malformed event {fields!r}: {exc}") from exc
+        except KeyError as exc:
+            raise BadMessage(f"no field {exc.args[0]!r}") from exc
+        except ValueError as exc:
+            raise BadMessage(_shortened(str(exc))) from exc
+        if not 0 <= event.ts_ms <= LAST_EVENT_MS:
+            raise BadMessage(f"time {event.ts_ms} is outside 0..{LAST_EVENT_MS} ms")
+        if event.direction not in EVENT_DIRECTIONS:
+            shown = _shortened(repr(event.direction), 60)
+            raise BadMessage(f"direction {shown} is neither 'in' nor 'out'")
+        return event
+
+
+# The last millisecond of year 9999: an evidence time past it is not the lab's.
+LAST_EVENT_MS = 253402300799999
+EVENT_DIRECTIONS = frozenset({"in", "out"})
+
+
+def _shortened(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
