@@ -19,10 +19,9 @@ _WAIT_POLL_SECONDS = 0.1
 
 
 def _settings() -> LabSettings:
-    try:
-        return LabSettings()
-    except Exception as exc:  # pydantic's ValidationError names the bad variable
-        sys.exit(f"mcp-lab: bad configuration: {exc}")
+    from services.settings import load_settings  # a bad value: one line, exit code 2
+
+    return load_settings()
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
