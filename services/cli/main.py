@@ -194,7 +194,9 @@ def _http_get(url: str) -> str:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from services.cli import probe
 
-    return probe.main(args.url, args.uri, args.timeout, args.protocol, args.auth_token)
+    return probe.main(
+        args.url, args.uri, args.timeout, args.protocol, args.auth_token, args.transport
+    )
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -291,6 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="legacy: initialize + resources/subscribe; modern: 2026-07-28 "
         "server/discover + subscriptions/listen; auto: modern, falling back",
+    )
+    probe.add_argument(
+        "--transport",
+        choices=["http", "sse"],
+        default="http",
+        help="http: Streamable HTTP (default); sse: the legacy SSE transport "
+        "(--url is then the SSE endpoint, e.g. http://127.0.0.1:8089/sse)",
     )
     probe.set_defaults(func=_cmd_probe)
 
