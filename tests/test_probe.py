@@ -155,3 +155,28 @@ def test_probe_exit_code_when_no_notification_comes(lab) -> None:
     code, steps = probe(url, "--protocol", "legacy", "--timeout", "1")
     assert code == 6
     assert steps[-1]["failed_step"] == "notification"
+
+
+def test_a_modern_client_is_one_timeline_per_run_in_a_since_report(lab, redis_url) -> None:
+    """2026-07-28 clients are keyed by clientInfo across resets; a report spanning
+    a reset shows one timeline per run, each starting with its server/discover."""
+    _, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+    env = lab_env(redis_url)
+    for _ in range(2):
+        code, steps = probe(url, "--protocol", "modern", "--timeout", "15")
+        assert code == 0, steps
+        assert mcp_lab(env, "reset").returncode == 0
+    result = mcp_lab(env, "report", "--since", "1h", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["run"] is None and data["since"], data["window"]
+    (probe_client,) = [c for c in data["clients"] if c["client"] == "mcp-lab-probe"]
+    sessions = probe_client["sessions"]
+    assert len(sessions) == 2, [s["session"] for s in sessions]
+    for session in sessions:
+        methods = [e["method"] for e in session["events"] if e["direction"] == "in"]
+        assert methods[0] == "server/discover" and methods.count("server/discover") == 1, methods
+        assert session["level"] == 6, session["notes"]
+        marks = [session["checkpoints"][name] for name in ("connected", "subscribed", "notified")]
+        assert marks == sorted(marks), marks  # connect, then subscribe, then notified

@@ -109,20 +109,25 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
 
     redis = state.connect(settings.redis_url)
     try:
-        if args.since is not None:
-            run_id, first, last = "0-0", f"{_since_ms(args.since)}-0", "+"
+        since_ms = None if args.since is None else _since_ms(args.since)
+        runs: list[str] = []  # resets inside a --since window
+        if since_ms is not None:
+            run_id, first, last = None, f"{since_ms}-0", "+"
+            entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, first, last)
+            runs = [entry_id.decode() for entry_id, _ in entries]
         else:
             run_id, first, last = await reader.run_bounds(redis, args.run)
         events = await reader.read_events(redis, first, last)
     finally:
         await redis.aclose()
-    clients = scoring.score_clients(events)
+    clients = scoring.score_clients(events, runs)
     if args.format == "json":
-        print(json.dumps(report.to_json(run_id, clients, now_ms()), indent=2))
+        data = report.to_json(run_id, clients, now_ms(), since_ms=since_ms)
+        print(json.dumps(data, indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(run_id, clients), end="")
+        print(report.to_markdown(run_id, clients, since_ms=since_ms), end="")
     else:
-        print(report.to_table(run_id, clients))
+        print(report.to_table(run_id, clients, since_ms=since_ms))
     return 0
 
 
