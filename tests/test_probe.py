@@ -87,21 +87,25 @@ def test_probe_says_the_server_wants_a_token(lab, transport) -> None:
     assert steps[-1]["failed_step"] == "notification"
 
 
-def test_probe_says_an_sse_url_is_legacy_sse(lab) -> None:
+def test_probe_says_an_sse_url_is_legacy_sse_and_the_reverse(lab) -> None:
     _, url = lab.server()
     code, steps = probe(url.removesuffix("/mcp") + "/sse")
     assert code == 3, steps
     message = steps[-1]["message"]
-    assert "legacy SSE endpoint" in message and "--transport sse" in message, message
-
-
-@pytest.mark.parametrize("path", ["/nope", "/"])
-def test_probe_says_there_is_no_mcp_endpoint_at_a_wrong_path(lab, path) -> None:
-    _, url = lab.server()
-    wrong = url.removesuffix("/mcp") + path
-    code, steps = probe(wrong)
+    assert "is a legacy SSE endpoint" in message and "--transport sse" in message, message
+    code, steps = probe(url, "--transport", "sse")
     assert code == 3, steps
-    assert f"no MCP endpoint at {wrong}" in steps[-1]["message"], steps
+    message = steps[-1]["message"]
+    assert "is not a legacy SSE endpoint" in message and "--transport sse" in message, message
+
+
+def test_probe_says_there_is_no_mcp_endpoint_at_a_wrong_path(lab) -> None:
+    _, url = lab.server()
+    for path, transport in [("/nope", "http"), ("/", "http"), ("/nope", "sse")]:
+        wrong = url.removesuffix("/mcp") + path
+        code, steps = probe(wrong, "--transport", transport)
+        assert code == 3, steps
+        assert f"no MCP endpoint at {wrong}" in steps[-1]["message"], steps
 
 
 def test_probe_refuses_modern_over_sse() -> None:

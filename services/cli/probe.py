@@ -159,7 +159,7 @@ class Probe:
         """Why connecting failed, in the user's terms when the HTTP answers tell."""
         failed = [a for a in self.answers if a.status >= 400]
         answer = failed[-1] if failed else None
-        where = f"{self.url}"
+        where = self.url
         if answer is not None and answer.status == 401:
             if self.headers:
                 return f"the server refused the token given with --auth-token (HTTP 401 at {where})"
@@ -168,17 +168,22 @@ class Probe:
             return (
                 f"the server refused the Host header (HTTP 421 at {where}): see its allowed hosts"
             )
-        if self.transport == "http" and await self._is_legacy_sse():
+        if self.transport == "http" and self.answers and await self._is_legacy_sse():
             return (
                 f"{where} is a legacy SSE endpoint, not Streamable HTTP: "
                 "run the probe with --transport sse (or point it at the Streamable HTTP path)"
             )
         if answer is not None and answer.status in (404, 405):
-            transport = "legacy SSE" if self.transport == "sse" else "Streamable HTTP"
+            sse = self.transport == "sse"
+            kind, path = ("legacy SSE", "/sse") if sse else ("Streamable HTTP", "/mcp")
             return (
                 f"no MCP endpoint at {where} (HTTP {answer.status} to {answer.method}): "
-                f"check the path of the server's {transport} endpoint (the lab's is /mcp, "
-                "and /sse for legacy SSE)"
+                f"check the path of the server's {kind} endpoint (the lab's is {path})"
+            )
+        if answer is not None and self.transport == "sse":
+            return (
+                f"{where} is not a legacy SSE endpoint (HTTP {answer.status} to "
+                f"{answer.method}): for a Streamable HTTP endpoint, leave out --transport sse"
             )
         if answer is None and self.answers and self.transport == "http":
             kinds = sorted({a.content_type for a in self.answers if a.content_type})
