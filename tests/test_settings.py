@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from services.cli.embedded_redis import free_port
 from services.settings import LabSettings, env_name
-from tests.lab import ROOT, lab_env
+from tests.lab import ROOT, lab_env, mcp_lab
 
 # One value per setting that the lab must refuse.
 BAD: dict[str, str] = {
@@ -47,20 +46,6 @@ BAD: dict[str, str] = {
 }
 
 
-def run_lab(
-    env: dict[str, str], *args: str, timeout: float = 30
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def bad_env(field: str, value: str) -> dict[str, str]:
     """A lab environment on a free port (nothing answers there) with one bad value."""
     env = lab_env("redis://127.0.0.1:1/0", port=str(free_port()))
@@ -83,7 +68,7 @@ def test_every_setting_refuses_a_bad_value_by_its_variable_name(field: str) -> N
     if field not in BAD:
         pytest.fail(f"setting {field!r} has no bad-value case: add one to BAD in {__file__}")
     # healthcheck loads the settings first, and is the cheapest command that does
-    result = run_lab(bad_env(field, BAD[field]), "healthcheck", "server")
+    result = mcp_lab(bad_env(field, BAD[field]), "healthcheck", "server")
     assert_refused(result, env_name(field))
 
 
@@ -92,7 +77,7 @@ def test_every_setting_refuses_a_bad_value_by_its_variable_name(field: str) -> N
 def test_server_updater_and_report_refuse_bad_values_in_one_line(
     command: list[str], field: str
 ) -> None:
-    result = run_lab(bad_env(field, BAD[field]), *command)
+    result = mcp_lab(bad_env(field, BAD[field]), *command)
     assert_refused(result, env_name(field))
 
 
@@ -100,13 +85,13 @@ def test_the_alternative_redis_variable_is_named_when_it_is_the_one_set() -> Non
     env = lab_env("", port=str(free_port()))
     del env["REDIS_URL"]
     env["MCP_TEST_REDIS_URL"] = "http://127.0.0.1:6379/0"
-    assert_refused(run_lab(env, "healthcheck", "server"), "MCP_TEST_REDIS_URL")
+    assert_refused(mcp_lab(env, "healthcheck", "server"), "MCP_TEST_REDIS_URL")
 
 
 def test_secrets_stay_out_of_the_error_line() -> None:
     env = bad_env("auth_token", "s3cret with a space")
     env["REDIS_URL"] = "http://user:hunter2@127.0.0.1:6379/0"
-    result = run_lab(env, "healthcheck", "server")
+    result = mcp_lab(env, "healthcheck", "server")
     assert result.returncode == 2, result.stderr
     assert "MCP_TEST_AUTH_TOKEN" in result.stderr and "REDIS_URL" in result.stderr
     assert "s3cret" not in result.stderr and "hunter2" not in result.stderr
