@@ -1,17 +1,146 @@
 """Settings of the lab, read from the environment (``MCP_TEST_*`` and ``REDIS_URL``).
 
 Both processes (server and updater) and the CLI read the same settings, so one
-``.env`` or one set of variables configures the whole lab.
+``.env`` or one set of variables configures the whole lab. ``load_settings``
+reads them; a bad value stops the process with one line naming the variable
+(exit code 2), never a traceback.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+import sys
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field
+from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+BAD_SETTINGS_EXIT_CODE = 2
+_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def _url_path(value: str) -> str:
+    if not value.startswith("/") or any(c.isspace() for c in value) or "?" in value:
+        raise ValueError("must be a URL path starting with '/' (for example /mcp)")
+    return value
+
+
+def _optional_url_path(value: str) -> str:
+    return value and _url_path(value)
+
+
+def _bind_host(value: str) -> str:
+    if not value or any(c.isspace() or c in "/@?#" for c in value):
+        raise ValueError("must be a host name or IP address (for example 127.0.0.1 or 0.0.0.0)")
+    return value
+
+
+def _host_list(value: str) -> str:
+    for item in (part.strip() for part in value.split(",")):
+        if any(c.isspace() or c in "/@?#" for c in item):
+            raise ValueError(f"{item!r} is not a host name (comma-separated names, no scheme)")
+    return value
+
+
+def _origin_list(value: str) -> str:
+    for item in (part.strip() for part in value.split(",")):
+        if not item or item == "*":
+            continue
+        parts = urlsplit(item) if "://" in item else None
+        if parts is None or not parts.scheme or not parts.netloc or parts.path not in ("", "/"):
+            raise ValueError(f"{item!r} is not an origin like https://ui.example (comma-separated)")
+    return value
+
+
+def _token(value: str | None) -> str | None:
+    if not value:
+        return None  # empty means no token (compose passes '' when it is unset)
+    if not all("!" <= c <= "~" for c in value):
+        raise ValueError("must be printable ASCII without spaces (it travels in a header)")
+    return value
+
+
+def _one_line(value: str) -> str:
+    if any(c in value for c in "\r\n"):
+        raise ValueError("must be one line")
+    return value
+
+
+def _log_level(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().upper() in _LOG_LEVELS:
+        return value.strip().upper()
+    raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
+
+
+def _redis_url(value: str) -> str:
+    from redis.connection import parse_url
+
+    try:
+        parse_url(value)
+    except ValueError as exc:
+        raise ValueError(f"not a Redis URL: {exc}") from None
+    return value
+
+
+UrlPath = Annotated[str, AfterValidator(_url_path)]
+OptionalUrlPath = Annotated[str, AfterValidator(_optional_url_path)]
+BindHost = Annotated[str, AfterValidator(_bind_host)]
+HostList = Annotated[str, AfterValidator(_host_list)]
+OriginList = Annotated[str, AfterValidator(_origin_list)]
+Token = Annotated[str | None, AfterValidator(_token)]
+OneLine = Annotated[str, AfterValidator(_one_line)]
+LogLevel = Annotated[str, BeforeValidator(_log_level)]
+RedisUrl = Annotated[str, AfterValidator(_redis_url)]
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field`` (``port`` -> ``MCP_TEST_PORT``)."""
+    alias = LabSettings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        names = [name for name in alias.choices if isinstance(name, str)]
+        return next((name for name in names if name in os.environ), names[0])
+    return f"{LabSettings.model_config.get('env_prefix', '')}{field}".upper()
+
+
+def _field_of(loc: str) -> str:
+    """The field an error is about (pydantic names an aliased field by its alias)."""
+    for field, info in LabSettings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices) and loc in alias.choices:
+            return field
+    return loc
+
+
+def describe(error: ValidationError) -> str:
+    """One line naming each bad variable, its value and what is wrong with it."""
+    problems = []
+    for item in error.errors():
+        field = _field_of(str(item["loc"][0]) if item["loc"] else "")
+        name = env_name(field) if field in LabSettings.model_fields else field.upper()
+        message = str(item["msg"]).removeprefix("Value error, ")
+        problems.append(f"{name}={_shown(name, item.get('input'))}: {message}")
+    return "bad setting " + "; ".join(problems)
+
+
+def _shown(name: str, value: object) -> str:
+    """The bad value for the error line, without secrets (a token, a URL's password)."""
+    if "TOKEN" in name and value:
+        return "<hidden>"
+    if isinstance(value, str) and "@" in value and "://" in value:
+        scheme, _, rest = value.partition("://")
+        value = f"{scheme}://<hidden>@{rest.rpartition('@')[2]}"
+    return repr(value)
+
+
+def load_settings(prog: str = "mcp-lab") -> LabSettings:
+    """The settings from the environment; a bad value exits with one line and code 2."""
+    try:
+        return LabSettings()
+    except ValidationError as exc:
+        print(f"{prog}: {describe(exc)}", file=sys.stderr)
+        sys.exit(BAD_SETTINGS_EXIT_CODE)
 
 
 class LabSettings(BaseSettings):
@@ -19,35 +148,42 @@ class LabSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MCP_TEST_", env_file=".env", extra="ignore")
 
-    host: str = Field("127.0.0.1", description="Interface the HTTP server binds to.")
+    host: BindHost = Field("127.0.0.1", description="Interface the HTTP server binds to.")
     port: int = Field(8089, ge=1, le=65535, description="HTTP port of the server.")
-    path: str = Field("/mcp", description="Path of the Streamable HTTP endpoint.")
-    sse_path: str = Field("/sse", description="Path of the legacy SSE transport ('' turns it off).")
+    path: UrlPath = Field("/mcp", description="Path of the Streamable HTTP endpoint.")
+    sse_path: OptionalUrlPath = Field(
+        "/sse", description="Path of the legacy SSE transport ('' turns it off)."
+    )
 
     host_origin_protection: bool = Field(
         True, description="Check Host (421) and Origin (403) on every HTTP request."
     )
-    allowed_hosts: str = Field(
+    allowed_hosts: HostList = Field(
         "", description="Extra Host names allowed, comma-separated (loopback names always are)."
     )
-    allowed_origins: str = Field(
+    allowed_origins: OriginList = Field(
         "", description="Extra browser Origins allowed, comma-separated (e.g. https://x.example)."
     )
-    auth_token: str | None = Field(
+    auth_token: Token = Field(
         None, description="If set, HTTP requests need 'Authorization: Bearer <token>'."
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (chunked or not)."
     )
-    initial_status: str = Field("pending", min_length=1, description="Status word at version 1.")
-    updated_status: str = Field(
+    initial_status: OneLine = Field(
+        "pending", min_length=1, description="Status word at version 1."
+    )
+    updated_status: OneLine = Field(
         "reviewed", min_length=1, description="Status word after an update."
     )
     state_scope: Literal["session", "shared"] = Field(
         "session", description="'session': one state per MCP session; 'shared': one for all."
     )
     update_delay_seconds: float = Field(
-        5.0, ge=0, description="Seconds between a subscribe and the update the updater makes."
+        5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds between a subscribe and the update the updater makes.",
     )
     updates_channel: str = Field(
         "mcp:resources:updated", min_length=1, description="Redis pub/sub channel of updates."
@@ -56,7 +192,7 @@ class LabSettings(BaseSettings):
         False, description="Also send notifications/resources/list_changed after each update."
     )
     enable_tool: bool = Field(False, description="Add the get_review_status tool.")
-    log_level: str = Field("INFO", description="Log level of server and updater.")
+    log_level: LogLevel = Field("INFO", description="Log level of server and updater.")
     state_ttl_seconds: int = Field(
         86400, ge=60, description="Lifetime in Redis of a session's state after its last update."
     )
@@ -79,7 +215,7 @@ class LabSettings(BaseSettings):
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )
 
-    redis_url: str = Field(
+    redis_url: RedisUrl = Field(
         DEFAULT_REDIS_URL,
         validation_alias=AliasChoices("REDIS_URL", "MCP_TEST_REDIS_URL"),
         description="Redis the lab uses (REDIS_URL).",

@@ -107,8 +107,8 @@ def test_server_on_a_port_in_use_says_so_and_exits_3(redis_url: str) -> None:
 def test_bad_setting_is_named() -> None:
     env = lab_env("redis://127.0.0.1:1/0", state_scope="everywhere")
     result = mcp_lab(env, "reset")
-    assert result.returncode == 1
-    assert "state_scope" in result.stderr
+    assert result.returncode == 2  # every bad setting: tests/test_settings.py
+    assert "MCP_TEST_STATE_SCOPE" in result.stderr
 
 
 async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c(tmp_path) -> None:

@@ -356,3 +356,14 @@ def test_report_is_fetched_while_the_stream_is_not_open(stub_lab, page, errors):
     stub.release_streams()
     expect(page.locator("#status")).to_have_text("live")
     assert errors == []
+
+
+def test_header_before_any_reset_reads_since_the_first_event(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    page.goto(f"{base_url}/")
+    expect(page.locator("#run-started-label")).to_have_text("started")
+    stub.publish({**report_at(3), "run": {"id": "0-0", "started": None}})
+    expect(page.locator("#run-id")).to_have_text("all (no reset yet)")
+    expect(page.locator("header")).to_contain_text("since the first event recorded")
+    expect(page.locator("header")).not_to_contain_text("start of the record")
+    assert errors == []

@@ -141,6 +141,13 @@ async def test_reset_starts_a_new_run_and_old_runs_stay_readable(lab, redis_url)
     assert [c["client"] for c in everything["clients"]] == ["before-reset"]
     recent = json.loads(report(redis_url, "--format", "json", "--since", "1h"))
     assert {c["client"] for c in recent["clients"]} == {"before-reset", "after-reset"}
+    # each header says what it covers: the run, everything before a reset, or the --since window
+    assert recent["run"] is None and recent["since"].endswith("Z")
+    assert report(redis_url).startswith(f"run {data['run']['id']}, started 20")
+    assert report(redis_url, "--run", "0-0").startswith("run 0-0, from the first event recorded")
+    assert report(redis_url, "--since", "1h").startswith(f"events since {recent['since'][:10]} ")
+    since_md = report(redis_url, "--since", "1h", "--format", "markdown")
+    assert since_md.startswith("<!-- mcp-subscribe-lab events since ") and "0-0" not in since_md
 
 
 # Entries anyone with redis-cli could add to the lab's own streams; none is evidence.

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+from importlib.metadata import version
 
 import pytest
 
+from services.cli import probe as probe_module
 from services.cli.embedded_redis import free_port
-from tests.lab import LabProcess, lab_env, mcp_lab
+from tests.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 DELAY = "0.5"
+TOKEN = "probe-token-1"
+
+
+def readme_steps() -> list[str]:
+    """The step lines the README's probe section says the probe prints, in order."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### The probe") : readme.index("## Who may connect")]
+    listed = re.search(r"per step \((.*?)\)", section, re.DOTALL)
+    assert listed, "the README's probe section no longer lists the steps"
+    return re.findall(r"`(\w+)`", listed.group(1))
 
 
 def probe(url: str, *args: str) -> tuple[int, list[dict]]:
@@ -20,20 +33,94 @@ def probe(url: str, *args: str) -> tuple[int, list[dict]]:
     return result.returncode, steps
 
 
-@pytest.mark.parametrize("protocol", ["legacy", "modern", "auto"])
-def test_probe_runs_the_whole_flow_against_the_lab(lab, protocol) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "transport"),
+    [("legacy", "http"), ("modern", "http"), ("auto", "http"), ("auto", "sse")],
+)
+def test_probe_runs_the_whole_flow_against_the_lab(lab, protocol, transport) -> None:
     _, url = lab.server(update_delay_seconds=DELAY)
     lab.updater(update_delay_seconds=DELAY)
-    code, steps = probe(url, "--protocol", protocol, "--timeout", "15")
+    if transport == "sse":
+        url = url.removesuffix("/mcp") + "/sse"
+    code, steps = probe(url, "--protocol", protocol, "--transport", transport, "--timeout", "15")
     assert code == 0, steps
+    # every step the README lists, in its order, one JSON line each
+    assert [s["step"] for s in steps] == readme_steps(), steps
+    assert readme_steps() == [*probe_module.STEPS, "summary"]
     by_step = {s["step"]: s for s in steps}
-    expected_protocol = "2025-11-25" if protocol == "legacy" else "2026-07-28"
-    assert by_step["capabilities"]["protocol"] == expected_protocol
+    modern = protocol != "legacy" and transport == "http"
+    assert by_step["capabilities"]["protocol"] == ("2026-07-28" if modern else "2025-11-25")
+    assert by_step["capabilities"]["transport"] == (
+        "sse" if transport == "sse" else "streamable-http"
+    )
     assert by_step["capabilities"]["resources"]["subscribe"] is True
+    # serverInfo (initialize result, or the 2026-07-28 server/discover stamp) names the lab
+    assert by_step["capabilities"]["server"] == {
+        "name": "mcp-subscribe-lab",
+        "version": version("mcp-subscribe-lab"),
+    }
     assert "version: 1" in by_step["initial_content"]["text"]
     assert by_step["notification_received"]["uri"] == "test://review/status"
     assert "version: 2" in by_step["final_content"]["text"]
+    assert by_step["unsubscribed"]["method"] == (
+        "subscriptions/listen stream closed" if modern else "resources/unsubscribe"
+    )
     assert by_step["summary"]["ok"] is True
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_probe_says_the_server_wants_a_token(lab, transport) -> None:
+    _, url = lab.server(auth_token=TOKEN)
+    if transport == "sse":
+        url = url.removesuffix("/mcp") + "/sse"
+    args = ("--transport", transport, "--protocol", "auto", "--timeout", "1")
+    code, steps = probe(url, *args)
+    assert code == 3, steps
+    assert "wants a token" in steps[-1]["message"], steps
+    assert "--auth-token" in steps[-1]["message"], steps
+    code, steps = probe(url, *args, "--auth-token", "not-the-token")
+    assert code == 3, steps
+    assert "refused the token" in steps[-1]["message"], steps
+    # with the token it gets through the whole handshake (no updater: no notification)
+    code, steps = probe(url, *args, "--auth-token", TOKEN)
+    assert code == 6, steps
+    assert steps[-1]["failed_step"] == "notification"
+
+
+def test_probe_says_an_sse_url_is_legacy_sse_and_the_reverse(lab) -> None:
+    _, url = lab.server()
+    code, steps = probe(url.removesuffix("/mcp") + "/sse")
+    assert code == 3, steps
+    message = steps[-1]["message"]
+    assert "is a legacy SSE endpoint" in message and "--transport sse" in message, message
+    code, steps = probe(url, "--transport", "sse")
+    assert code == 3, steps
+    message = steps[-1]["message"]
+    assert "is not a legacy SSE endpoint" in message and "--transport sse" in message, message
+
+
+def test_probe_says_there_is_no_mcp_endpoint_at_a_wrong_path(lab) -> None:
+    _, url = lab.server()
+    for path, transport in [("/nope", "http"), ("/", "http"), ("/nope", "sse")]:
+        wrong = url.removesuffix("/mcp") + path
+        code, steps = probe(wrong, "--transport", transport)
+        assert code == 3, steps
+        assert f"no MCP endpoint at {wrong}" in steps[-1]["message"], steps
+
+
+def test_probe_refuses_modern_over_sse() -> None:
+    result = mcp_lab(
+        lab_env(""),
+        "probe",
+        "--url",
+        f"http://127.0.0.1:{free_port()}/sse",
+        "--transport",
+        "sse",
+        "--protocol",
+        "modern",
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no legacy SSE transport" in result.stderr
 
 
 def test_probe_exit_code_for_an_unreachable_server() -> None:
@@ -72,3 +159,28 @@ def test_probe_exit_code_when_no_notification_comes(lab) -> None:
     code, steps = probe(url, "--protocol", "legacy", "--timeout", "1")
     assert code == 6
     assert steps[-1]["failed_step"] == "notification"
+
+
+def test_a_modern_client_is_one_timeline_per_run_in_a_since_report(lab, redis_url) -> None:
+    """2026-07-28 clients are keyed by clientInfo across resets; a report spanning
+    a reset shows one timeline per run, each starting with its server/discover."""
+    _, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+    env = lab_env(redis_url)
+    for _ in range(2):
+        code, steps = probe(url, "--protocol", "modern", "--timeout", "15")
+        assert code == 0, steps
+        assert mcp_lab(env, "reset").returncode == 0
+    result = mcp_lab(env, "report", "--since", "1h", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["run"] is None and data["since"], data["window"]
+    (probe_client,) = [c for c in data["clients"] if c["client"] == "mcp-lab-probe"]
+    sessions = probe_client["sessions"]
+    assert len(sessions) == 2, [s["session"] for s in sessions]
+    for session in sessions:
+        methods = [e["method"] for e in session["events"] if e["direction"] == "in"]
+        assert methods[0] == "server/discover" and methods.count("server/discover") == 1, methods
+        assert session["level"] == 6, session["notes"]
+        marks = [session["checkpoints"][name] for name in ("connected", "subscribed", "notified")]
+        assert marks == sorted(marks), marks  # connect, then subscribe, then notified

@@ -23,10 +23,9 @@ _WAIT_POLL_SECONDS = 0.1
 
 
 def _settings() -> LabSettings:
-    try:
-        return LabSettings()
-    except Exception as exc:  # pydantic's ValidationError names the bad variable
-        sys.exit(f"mcp-lab: bad configuration: {exc}")
+    from services.settings import load_settings  # a bad value: one line, exit code 2
+
+    return load_settings()
 
 
 def _with_lab_redis(settings: LabSettings) -> LabSettings:
@@ -149,20 +148,25 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
 
     redis = state.connect(settings.redis_url)
     try:
-        if args.since is not None:
-            run_id, first, last = "0-0", f"{_since_ms(args.since)}-0", "+"
+        since_ms = None if args.since is None else _since_ms(args.since)
+        runs: list[str] = []  # resets inside a --since window
+        if since_ms is not None:
+            run_id, first, last = None, f"{since_ms}-0", "+"
+            entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, first, last)
+            runs = [entry_id.decode() for entry_id, _ in entries]
         else:
             run_id, first, last = await reader.run_bounds(redis, args.run)
         events = await reader.read_events(redis, first, last)
     finally:
         await redis.aclose()
-    clients = scoring.score_clients(events)
+    clients = scoring.score_clients(events, runs)
     if args.format == "json":
-        print(json.dumps(report.to_json(run_id, clients, now_ms()), indent=2))
+        data = report.to_json(run_id, clients, now_ms(), since_ms=since_ms)
+        print(json.dumps(data, indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(run_id, clients), end="")
+        print(report.to_markdown(run_id, clients, since_ms=since_ms), end="")
     else:
-        print(report.to_table(run_id, clients))
+        print(report.to_table(run_id, clients, since_ms=since_ms))
     return 0
 
 
@@ -236,7 +240,9 @@ def _http_get(url: str) -> str:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from services.cli import probe
 
-    return probe.main(args.url, args.uri, args.timeout, args.protocol, args.auth_token)
+    return probe.main(
+        args.url, args.uri, args.timeout, args.protocol, args.auth_token, args.transport
+    )
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -351,6 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="legacy: initialize + resources/subscribe; modern: 2026-07-28 "
         "server/discover + subscriptions/listen; auto: modern, falling back",
+    )
+    probe.add_argument(
+        "--transport",
+        choices=["http", "sse"],
+        default="http",
+        help="http: Streamable HTTP (default); sse: the legacy SSE transport "
+        "(--url is then the SSE endpoint, e.g. http://127.0.0.1:8089/sse)",
     )
     probe.set_defaults(func=_cmd_probe)
 

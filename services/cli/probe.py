@@ -2,11 +2,14 @@
 
 connect (initialize, or server/discover at 2026-07-28) -> list -> read ->
 subscribe (or subscriptions/listen) -> wait for notifications/resources/updated
--> read again -> unsubscribe. One JSON object per line on stdout per step, and
-an exit code that names the first failure:
+-> read again -> unsubscribe (or close the listen stream). Over Streamable HTTP,
+or over the legacy SSE transport with ``--transport sse``. One JSON object per
+line on stdout per step (``STEPS``), and an exit code that names the first failure:
 
     0  the whole flow worked
-    3  server unreachable, or the connection/handshake failed
+    3  server unreachable, or the connection/handshake failed (the message says
+       why when the HTTP answer tells: a token wanted, no MCP endpoint at that
+       path, a legacy SSE endpoint)
     4  resource not found (not listed, or the read failed)
     5  subscribe refused (no resources.subscribe capability, or an error)
     6  no notification within --timeout
@@ -20,12 +23,13 @@ import os
 import sys
 import time
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import httpx2
 import mcp_types
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -34,6 +38,24 @@ MODERN = "2026-07-28"
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
 CLIENT = mcp_types.Implementation(name="mcp-lab-probe", version="1")
+TRANSPORTS = ("http", "sse")
+# Every step line, in order, of a run that works (then a "summary" line).
+STEPS = (
+    "capabilities",
+    "resource",
+    "initial_content",
+    "subscribed",
+    "notification_received",
+    "final_content",
+    "unsubscribed",
+)
+_DIAGNOSE_SECONDS = 5.0
+
+
+class HttpAnswer(NamedTuple):
+    method: str
+    status: int
+    content_type: str
 
 
 class ProbeFailed(Exception):
@@ -58,11 +80,36 @@ class Probe:
     """One run of the flow; ``run`` returns the exit code."""
 
     def __init__(
-        self, url: str, uri: str, timeout: float, protocol: str, token: str | None
+        self,
+        url: str,
+        uri: str,
+        timeout: float,
+        protocol: str,
+        token: str | None,
+        transport: str = "http",
     ) -> None:
         self.url, self.uri, self.timeout, self.protocol = url, uri, timeout, protocol
+        self.transport = transport
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.updated = anyio.Event()
+        self.answers: list[HttpAnswer] = []  # every HTTP answer, to explain a failure
+
+    async def _seen(self, response: httpx2.Response) -> None:
+        kind = response.headers.get("content-type", "").split(";")[0].strip()
+        self.answers.append(HttpAnswer(response.request.method, response.status_code, kind))
+
+    def _http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers={**(headers or {}), **self.headers},
+            timeout=timeout or httpx2.Timeout(30, read=300),
+            auth=auth,
+            event_hooks={"response": [self._seen]},
+        )
 
     async def on_message(self, message: object) -> None:
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
@@ -91,20 +138,76 @@ class Probe:
 
     async def _connected_flow(self) -> None:
         async with AsyncExitStack() as stack:
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self.headers, timeout=30)
-            )
+            if self.transport == "sse":
+                transport: Any = sse_client(self.url, httpx_client_factory=self._http_client)
+            else:
+                http = await stack.enter_async_context(self._http_client())
+                transport = streamable_http_client(self.url, http_client=http)
             client = Client(
-                streamable_http_client(self.url, http_client=http),
-                mode=MODES[self.protocol],
+                transport,
+                mode="legacy" if self.transport == "sse" else MODES[self.protocol],
                 client_info=CLIENT,
                 message_handler=self.on_message,  # type: ignore[arg-type]
             )
             try:
                 await stack.enter_async_context(client)
             except Exception as exc:
-                raise ProbeFailed(UNREACHABLE, "connect", _reason(exc)) from exc
+                raise ProbeFailed(UNREACHABLE, "connect", await self._explain(exc)) from exc
             await self._flow(client)
+
+    async def _explain(self, exc: BaseException) -> str:
+        """Why connecting failed, in the user's terms when the HTTP answers tell."""
+        failed = [a for a in self.answers if a.status >= 400]
+        answer = failed[-1] if failed else None
+        where = self.url
+        if answer is not None and answer.status == 401:
+            if self.headers:
+                return f"the server refused the token given with --auth-token (HTTP 401 at {where})"
+            return f"the server wants a token (HTTP 401 at {where}): pass --auth-token TOKEN"
+        if answer is not None and answer.status == 421:
+            return (
+                f"the server refused the Host header (HTTP 421 at {where}): see its allowed hosts"
+            )
+        if self.transport == "http" and self.answers and await self._is_legacy_sse():
+            return (
+                f"{where} is a legacy SSE endpoint, not Streamable HTTP: "
+                "run the probe with --transport sse (or point it at the Streamable HTTP path)"
+            )
+        if answer is not None and answer.status in (404, 405):
+            sse = self.transport == "sse"
+            kind, path = ("legacy SSE", "/sse") if sse else ("Streamable HTTP", "/mcp")
+            return (
+                f"no MCP endpoint at {where} (HTTP {answer.status} to {answer.method}): "
+                f"check the path of the server's {kind} endpoint (the lab's is {path})"
+            )
+        if answer is not None and self.transport == "sse":
+            return (
+                f"{where} is not a legacy SSE endpoint (HTTP {answer.status} to "
+                f"{answer.method}): for a Streamable HTTP endpoint, leave out --transport sse"
+            )
+        if answer is None and self.answers and self.transport == "http":
+            kinds = sorted({a.content_type for a in self.answers if a.content_type})
+            if kinds and not {"application/json", "text/event-stream"} & set(kinds):
+                return f"no MCP endpoint at {where}: it answered {', '.join(kinds)}, not JSON-RPC"
+        return _reason(exc)
+
+    async def _is_legacy_sse(self) -> bool:
+        """Whether the URL answers a GET like a legacy SSE endpoint (an ``endpoint`` event)."""
+        with anyio.move_on_after(_DIAGNOSE_SECONDS):
+            try:
+                async with (
+                    httpx2.AsyncClient(headers=self.headers, timeout=_DIAGNOSE_SECONDS) as http,
+                    http.stream("GET", self.url, headers={"Accept": "text/event-stream"}) as got,
+                ):
+                    kind = got.headers.get("content-type", "")
+                    if got.status_code != 200 or not kind.startswith("text/event-stream"):
+                        return False
+                    async for line in got.aiter_lines():
+                        if line.startswith("event:"):
+                            return line.partition(":")[2].strip() == "endpoint"
+            except (httpx2.HTTPError, OSError):
+                return False
+        return False
 
     async def _flow(self, client: Client) -> None:
         if self.protocol == "modern" and client.protocol_version != MODERN:
@@ -115,9 +218,12 @@ class Probe:
             )
         caps = client.server_capabilities
         resources = caps.resources if caps is not None else None
+        info = client.server_info
         emit(
             "capabilities",
             protocol=client.protocol_version,
+            transport="sse" if self.transport == "sse" else "streamable-http",
+            server=info.model_dump(exclude_none=True) if info else None,
             resources=resources.model_dump(exclude_none=True) if resources else None,
         )
         listed = await self._call("list", NOT_FOUND, client.list_resources())
@@ -132,47 +238,48 @@ class Probe:
                 SUBSCRIBE_REFUSED, "subscribe", "the server does not advertise resources.subscribe"
             )
         modern = client.protocol_version == MODERN
-        waited = time.monotonic()
-        if modern:
-            await self._listen(client)
-        else:
-            await self._call("subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri))
-            emit("subscribed", method="resources/subscribe")
-            with anyio.move_on_after(self.timeout):
-                await self.updated.wait()
-            if not self.updated.is_set():
-                raise ProbeFailed(
-                    NO_NOTIFICATION,
-                    "notification",
-                    f"no notifications/resources/updated within {self.timeout}s",
+        async with AsyncExitStack() as listening:
+            waited = time.monotonic()
+            if modern:
+                await self._listen(client, listening)
+            else:
+                await self._call(
+                    "subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri)
                 )
-        emit("notification_received", uri=self.uri, after_s=round(time.monotonic() - waited, 3))
-        final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
-        emit("final_content", text=_text(final), changed=_text(final) != _text(first))
-        if not modern:
+                emit("subscribed", method="resources/subscribe")
+                with anyio.move_on_after(self.timeout):
+                    await self.updated.wait()
+                if not self.updated.is_set():
+                    raise _no_notification(self.timeout)
+            after = round(time.monotonic() - waited, 3)
+            emit("notification_received", uri=self.uri, after_s=after)
+            final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
+            emit("final_content", text=_text(final), changed=_text(final) != _text(first))
+        if modern:  # leaving the stack above closed the listen stream
+            emit("unsubscribed", method="subscriptions/listen stream closed")
+        else:
             await self._call("unsubscribe", PROTOCOL_ERROR, client.unsubscribe_resource(self.uri))
-            emit("unsubscribed")
+            emit("unsubscribed", method="resources/unsubscribe")
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(self, client: Client, stack: AsyncExitStack) -> None:
+        """Open a listen naming the URI (kept open by ``stack``) and wait for its update."""
         try:
-            with anyio.move_on_after(self.timeout) as scope:
-                async with client.listen(resource_subscriptions=[self.uri]) as subscription:
-                    emit(
-                        "subscribed",
-                        method="subscriptions/listen",
-                        honored=subscription.honored.resource_subscriptions,
-                    )
-                    async for update in subscription:
-                        if getattr(update, "uri", None) == self.uri:
-                            return
+            subscription = await stack.enter_async_context(
+                client.listen(resource_subscriptions=[self.uri])
+            )
         except MCPError as exc:
             raise ProbeFailed(SUBSCRIBE_REFUSED, "subscribe", _reason(exc)) from exc
+        emit(
+            "subscribed",
+            method="subscriptions/listen",
+            honored=subscription.honored.resource_subscriptions,
+        )
+        with anyio.move_on_after(self.timeout) as scope:
+            async for update in subscription:
+                if getattr(update, "uri", None) == self.uri:
+                    return
         if scope.cancelled_caught:
-            raise ProbeFailed(
-                NO_NOTIFICATION,
-                "notification",
-                f"no notifications/resources/updated within {self.timeout}s",
-            )
+            raise _no_notification(self.timeout)
         raise ProbeFailed(PROTOCOL_ERROR, "notification", "the listen stream ended without it")
 
     async def _call(self, step: str, code: int, call: Any) -> Any:
@@ -182,6 +289,11 @@ class Probe:
             raise ProbeFailed(code, step, _reason(exc)) from exc
         except (httpx2.HTTPError, OSError) as exc:
             raise ProbeFailed(UNREACHABLE, step, _reason(exc)) from exc
+
+
+def _no_notification(timeout: float) -> ProbeFailed:
+    message = f"no notifications/resources/updated within {timeout}s"
+    return ProbeFailed(NO_NOTIFICATION, "notification", message)
 
 
 def _failure_in(exc: BaseException) -> ProbeFailed | None:
@@ -204,13 +316,27 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def main(url: str, uri: str, timeout: float, protocol: str, token: str | None) -> int:
+def main(
+    url: str,
+    uri: str,
+    timeout: float,
+    protocol: str,
+    token: str | None,
+    transport: str = "http",
+) -> int:
     """Run the probe; returns the exit code."""
     import warnings
 
+    if transport == "sse" and protocol == "modern":
+        print(
+            "mcp-lab probe: 2026-07-28 has no legacy SSE transport; "
+            "use --protocol legacy or auto with --transport sse",
+            file=sys.stderr,
+        )
+        return 2
     warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
     try:
-        return anyio.run(Probe(url, uri, timeout, protocol, token).run)
+        return anyio.run(Probe(url, uri, timeout, protocol, token, transport).run)
     except KeyboardInterrupt:
         return 130
     finally:

@@ -32,8 +32,23 @@ def clock(ms: int | None) -> str:
     return text[11:23] if text else "-"
 
 
-def run_start_ms(run_id: str) -> int | None:
-    return entry_time_ms(run_id) if run_id != "0-0" else None
+def run_start_ms(run_id: str | None) -> int | None:
+    return entry_time_ms(run_id) if run_id not in (None, "0-0") else None
+
+
+def window(run_id: str | None, since_ms: int | None = None) -> str:
+    """What a report covers, in words: a run, everything, or the events since a time."""
+    if since_ms is not None:
+        return f"events since {_stamp(since_ms)} UTC (--since)"
+    if run_id in (None, "0-0"):
+        return "run 0-0, from the first event recorded (before any reset)"
+    return f"run {run_id}, started {_stamp(run_start_ms(run_id))} UTC"
+
+
+def _stamp(ms: int | None) -> str:
+    """YYYY-MM-DD HH:MM:SS.mmm (UTC)."""
+    text = iso(ms)
+    return text[:23].replace("T", " ") if text else "-"
 
 
 def _event_json(event: Event) -> dict[str, Any]:
@@ -63,10 +78,23 @@ def _session_json(score: SessionScore) -> dict[str, Any]:
     }
 
 
-def to_json(run_id: str, clients: list[ClientScore], generated_ms: int) -> dict[str, Any]:
-    """The report as plain data (what ``--format json`` and ``/api/report`` give)."""
+def to_json(
+    run_id: str | None,
+    clients: list[ClientScore],
+    generated_ms: int,
+    *,
+    since_ms: int | None = None,
+) -> dict[str, Any]:
+    """The report as plain data (what ``--format json`` and ``/api/report`` give).
+
+    A report of a run has ``run`` (its id and start); one made with ``--since``
+    has ``since`` instead (and ``run`` null)."""
     return {
-        "run": {"id": run_id, "started": iso(run_start_ms(run_id))},
+        "run": None
+        if since_ms is not None
+        else {"id": run_id, "started": iso(run_start_ms(run_id))},
+        "since": iso(since_ms),
+        "window": window(run_id, since_ms),
         "generated": iso(generated_ms),
         "levels": {str(k): v for k, v in LEVEL_NAMES.items()},
         "clients": [
@@ -84,12 +112,11 @@ def to_json(run_id: str, clients: list[ClientScore], generated_ms: int) -> dict[
     }
 
 
-def to_table(run_id: str, clients: list[ClientScore]) -> str:
+def to_table(run_id: str | None, clients: list[ClientScore], *, since_ms: int | None = None) -> str:
     """A terminal table: one row per client (its best session), then its sessions."""
-    started = clock(run_start_ms(run_id)) if run_id != "0-0" else "(since the record began)"
-    lines = [f"run {run_id} started {started} UTC, {len(clients)} client(s)", ""]
+    lines = [f"{window(run_id, since_ms)}, {len(clients)} client(s)", ""]
     if not clients:
-        lines.append("no client has connected in this run")
+        lines.append("no client has connected in this window")
         return "\n".join(lines)
     header = ["client", "level", *(_CHECKPOINT_TITLES[c] for c in CHECKPOINTS), "re-read after"]
     rows = [header]
@@ -131,10 +158,11 @@ def _yes(ms: int | None, detail: str = "") -> str:
     return f"yes{detail} ({clock(ms)} UTC)"
 
 
-def to_markdown(run_id: str, clients: list[ClientScore]) -> str:
+def to_markdown(
+    run_id: str | None, clients: list[ClientScore], *, since_ms: int | None = None
+) -> str:
     """Compatibility notes, one block per client, filled in from the evidence."""
-    started = iso(run_start_ms(run_id)) or "the start of the record"
-    blocks = [f"<!-- mcp-subscribe-lab run {run_id}, since {started} -->"]
+    blocks = [f"<!-- mcp-subscribe-lab {window(run_id, since_ms)} -->"]
     for client in clients:
         best = client.best
         marks = best.checkpoints
@@ -168,5 +196,5 @@ def to_markdown(run_id: str, clients: list[ClientScore]) -> str:
             )
         )
     if not clients:
-        blocks.append("No client has connected in this run.")
+        blocks.append("No client has connected in this window.")
     return "\n\n".join(blocks) + "\n"

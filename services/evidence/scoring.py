@@ -7,11 +7,11 @@ Level 7 (the new content reached the model) is not observable by the server.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from services.catalog import REVIEW_STATUS
-from services.contract import Event
+from services.contract import Event, entry_time_ms
 
 LEVEL_NAMES: dict[int, str] = {
     0: "no connection",
@@ -189,13 +189,14 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
     return notes
 
 
-def score_clients(events: Iterable[Event]) -> list[ClientScore]:
-    """Score every client seen in ``events``, best level first."""
+def score_clients(events: Iterable[Event], runs: Iterable[str] = ()) -> list[ClientScore]:
+    """Score every client seen in ``events``, best level first. ``runs``: the ids
+    of the runs that began inside the window (a 2026-07-28 client's timeline is cut there)."""
     by_session: dict[str, list[Event]] = {}
     for event in events:
         by_session.setdefault(event.session, []).append(event)
     by_client: dict[tuple[str, str], list[SessionScore]] = {}
-    for session_events in by_session.values():
+    for session_events in _modern_per_run(by_session, sorted(runs, key=entry_time_ms)):
         session = score_session(session_events)
         by_client.setdefault((session.client, session.client_version), []).append(session)
     clients = [
@@ -203,3 +204,28 @@ def score_clients(events: Iterable[Event]) -> list[ClientScore]:
         for (name, version), sessions in by_client.items()
     ]
     return sorted(clients, key=lambda c: (-c.level, c.client, c.version))
+
+
+MODERN_SESSION_PREFIX = "modern:"  # the session key of a 2026-07-28 client (server/peers.py)
+
+
+def _modern_per_run(by_session: dict[str, list[Event]], runs: list[str]) -> Iterator[list[Event]]:
+    """Each session's events; a 2026-07-28 client's cut at every run start.
+
+    2026-07-28 has no sessions: the lab keys a modern client by its clientInfo
+    (``modern:<name>/<version>``), and that key lasts across resets. Its events
+    of different runs are different timelines (a reset starts it at version 1);
+    the part after a run start is named ``<key>#<run id>``.
+    """
+    for key, events in by_session.items():
+        if not key.startswith(MODERN_SESSION_PREFIX) or not runs:
+            yield events
+            continue
+        parts: dict[str, list[Event]] = {}
+        for event in events:
+            run = next((r for r in reversed(runs) if entry_time_ms(r) <= event.ts_ms), None)
+            name = key if run is None else f"{key}#{run}"
+            parts.setdefault(name, []).append(
+                event if run is None else replace(event, session=name)
+            )
+        yield from parts.values()

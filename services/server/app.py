@@ -233,8 +233,15 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             await lab.relay.close()
             await redis.aclose()
 
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:  # serverInfo names the lab and its version, not the framework's
+        lab_version = version("mcp-subscribe-lab")
+    except PackageNotFoundError:  # a source tree that was never installed
+        lab_version = "unknown"
     server = FastMCP(
         "mcp-subscribe-lab",
+        version=lab_version,
         instructions=(
             "Subscribe to test://review/status. It changes a few seconds later; when "
             "notifications/resources/updated arrives, read it again."
