@@ -1,0 +1,98 @@
+"""The agent CLIs the lab knows how to run, with the versions it pins.
+
+Pins are the versions checked by hand (see docs/clients.md); ``--version NAME=X``
+runs another one. Every package comes from the npm registry and is installed into
+its own prefix under the cache, so versions never mix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Node 22 (for clients that need a newer Node than the machine's) as an npm package.
+NODE22_PACKAGE = "node"
+NODE22_VERSION = "22"
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One agent CLI: where it comes from and how it introduces itself to MCP servers."""
+
+    name: str
+    title: str
+    package: str | None
+    version: str
+    binary: str
+    client_info: str  # the clientInfo name it sends in initialize
+    needs_node22: bool = False
+    uses_model: bool = True
+    not_installable: str | None = None  # why the lab cannot install it offline
+
+
+CLIENTS: dict[str, ClientSpec] = {
+    spec.name: spec
+    for spec in (
+        ClientSpec(
+            name="inspector",
+            title="MCP Inspector CLI (mcpdo)",
+            package="@modelcontextprotocol/inspector",
+            version="2.12.0",
+            binary="mcpdo",
+            client_info="inspector-cli",
+            needs_node22=True,
+            uses_model=False,
+        ),
+        ClientSpec(
+            name="claude-code",
+            title="Claude Code",
+            package="@anthropic-ai/claude-code",
+            version="2.1.197",
+            binary="claude",
+            client_info="claude-code",
+        ),
+        ClientSpec(
+            name="gemini-cli",
+            title="Gemini CLI",
+            package="@google/gemini-cli",
+            version="0.61.0",
+            binary="gemini",
+            client_info="gemini-cli-mcp-client",
+        ),
+        ClientSpec(
+            name="goose",
+            title="Goose",
+            package=None,
+            version="-",
+            binary="goose",
+            client_info="goose",
+            not_installable="not installable offline: no CLI on PyPI, npm or Debian",
+        ),
+        ClientSpec(
+            name="crush",
+            title="Crush",
+            package="@charmland/crush",
+            version="-",
+            binary="crush",
+            client_info="crush",
+            not_installable="not installable offline: its npm package downloads the binary "
+            "from GitHub when installed",
+        ),
+    )
+}
+
+
+def parse_versions(pairs: list[str]) -> dict[str, str]:
+    """``NAME=VERSION`` overrides; raises ValueError naming the bad one."""
+    versions: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, version = pair.partition("=")
+        if not sep or not version:
+            raise ValueError(f"--version {pair!r}: expected NAME=VERSION")
+        if name not in CLIENTS:
+            raise ValueError(f"--version {pair!r}: unknown client {name!r} (known: {known()})")
+        versions[name] = version
+    return versions
+
+
+def known() -> str:
+    return ", ".join(CLIENTS)
