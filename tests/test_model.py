@@ -49,6 +49,10 @@ def sse_events(text: str) -> list[tuple[str | None, Any]]:
     return events
 
 
+def as_json(text: str) -> str:
+    return json.dumps({"contents": [{"uri": URI, "text": text}]})
+
+
 class Run:
     """A scripted model served on loopback, with an update hook that counts its calls."""
 
@@ -106,7 +110,8 @@ async def test_anthropic_messages_streams_tool_use() -> None:
                             {
                                 "type": "tool_result",
                                 "tool_use_id": f"t{i}",
-                                "content": [{"type": "text", "text": text}],
+                                # as Claude Code sends it: the read result as JSON text
+                                "content": [{"type": "text", "text": as_json(text)}],
                             }
                         ],
                     }

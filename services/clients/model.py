@@ -225,7 +225,7 @@ class ScriptedModel:
 
 
 def _summary(text: str) -> str:
-    status = re.search(r"status: (\S+)", text)
+    status = re.search(r"status: (\w+)", text)
     version = _VERSION.search(text)
     if status and version:
         return f"status {status.group(1)} (version {version.group(1)})"
@@ -626,6 +626,9 @@ def build_app(model: ScriptedModel) -> Starlette:
             {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "lab"}]}
         )
 
+    async def root(request: Request) -> Response:
+        return Response(status_code=200)  # a reachability check (Claude Code sends HEAD /)
+
     async def not_found(request: Request) -> Response:
         logger.warning("[model] no such endpoint: %s %s", request.method, request.url.path)
         return JSONResponse({"error": {"message": "not found"}}, status_code=404)
@@ -639,6 +642,7 @@ def build_app(model: ScriptedModel) -> Starlette:
             Route("/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1beta/models/{target}", gemini, methods=["POST"]),
+            Route("/", root, methods=["GET", "HEAD"]),
             Route("/{rest:path}", not_found, methods=["GET", "POST", "HEAD", "PUT", "DELETE"]),
         ]
     )

@@ -254,6 +254,9 @@ def to_row(spec: ClientSpec, version: str, outcome: Outcome, seconds: float) -> 
                 "level 7: version 2 reached the model (a re-read it asked for)"
                 + (f", without: {', '.join(missing)}" if missing else "")
             )
+        if record.tool_results and not record.versions_seen:
+            first = record.tool_results[0].replace("\n", " ")
+            row.notes.append(f"the read tool gave the model no resource content: {first[:120]}")
         if record.tools_offered and record.read_tool is None:
             row.notes.append(f"no resource-read tool offered to the model: {record.tools_offered}")
         if not record.tools_offered:
@@ -306,6 +309,8 @@ _COLUMNS = ("client", "version", "protocol", "transport", "level", "model saw v1
 
 def _cells(row: Row) -> list[str]:
     level = f"{row.level} {scoring.LEVEL_NAMES[row.level]}"
+    if row.server_level != row.level:
+        level += f" (server: {row.server_level})"
     return [
         row.client,
         row.version,
