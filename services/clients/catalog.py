@@ -27,6 +27,9 @@ class ClientSpec:
     needs_node22: bool = False
     uses_model: bool = True
     not_installable: str | None = None  # why the lab cannot install it offline
+    # An install script (under node_modules) that only works locally and that the CLI
+    # needs; every other install script stays off.
+    local_postinstall: str | None = None
 
 
 CLIENTS: dict[str, ClientSpec] = {
@@ -57,6 +60,33 @@ CLIENTS: dict[str, ClientSpec] = {
             version="0.61.0",
             binary="gemini",
             client_info="gemini-cli-mcp-client",
+        ),
+        ClientSpec(
+            name="codex",
+            title="Codex CLI",
+            package="@openai/codex",
+            version="0.171.0",
+            binary="codex",
+            client_info="codex-mcp-client",
+        ),
+        ClientSpec(
+            name="opencode",
+            title="OpenCode",
+            package="opencode-ai",
+            version="1.18.33",
+            binary="opencode",
+            client_info="opencode",
+            # links the platform's binary (an optional dependency) over bin/opencode.exe
+            local_postinstall="opencode-ai/postinstall.mjs",
+        ),
+        ClientSpec(
+            name="copilot",
+            title="GitHub Copilot CLI",
+            package="@github/copilot",
+            version="1.0.102",
+            binary="copilot",
+            client_info="copilot-cli",
+            needs_node22=True,
         ),
         ClientSpec(
             name="goose",

@@ -89,4 +89,90 @@ def gemini_cli(binary: str, dirs: RunDirs) -> Invocation:
     )
 
 
-AGENT_DRIVERS = {"claude-code": claude_code, "gemini-cli": gemini_cli}
+def codex(binary: str, dirs: RunDirs) -> Invocation:
+    """Codex CLI ``exec``, OpenAI Responses from a custom provider, the lab over HTTP."""
+    codex_home = dirs.home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        "\n".join(
+            [
+                'model = "gpt-5-codex"',
+                'model_provider = "lab"',
+                'approval_policy = "never"',
+                'sandbox_mode = "read-only"',
+                "",
+                "[model_providers.lab]",
+                'name = "lab scripted model"',
+                f'base_url = "{dirs.model_url}/v1"',
+                'wire_api = "responses"',
+                "",
+                f"[mcp_servers.{SERVER_NAME}]",
+                f'url = "{dirs.mcp_url}"',
+                'default_tools_approval_mode = "approve"',
+                "",
+            ]
+        )
+    )
+    return Invocation(
+        argv=[binary, "exec", "--skip-git-repo-check", PROMPT],
+        env={"CODEX_HOME": str(codex_home)},
+    )
+
+
+def opencode(binary: str, dirs: RunDirs) -> Invocation:
+    """OpenCode ``run``, an OpenAI-compatible provider (Chat Completions), the lab remote."""
+    _write_json(
+        dirs.workdir / "opencode.json",
+        {
+            "provider": {
+                "lab": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "lab scripted model",
+                    "options": {"baseURL": f"{dirs.model_url}/v1", "apiKey": "lab-offline"},
+                    "models": {"scripted": {"name": "scripted", "tool_call": True}},
+                }
+            },
+            "model": "lab/scripted",
+            "mcp": {
+                SERVER_NAME: {
+                    "type": "remote",
+                    "url": dirs.mcp_url,
+                    "enabled": True,
+                    "oauth": False,
+                }
+            },
+            "autoupdate": False,
+            "share": "disabled",
+        },
+    )
+    return Invocation(
+        argv=[binary, "run", PROMPT],
+        env={"OPENCODE_DISABLE_AUTOUPDATE": "true", "OPENCODE_DISABLE_MODELS_FETCH": "true"},
+    )
+
+
+def copilot(binary: str, dirs: RunDirs) -> Invocation:
+    """GitHub Copilot CLI ``-p`` in offline mode with a custom provider (Chat Completions)."""
+    _write_json(
+        dirs.home / ".copilot" / "mcp-config.json",
+        {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url, "tools": ["*"]}}},
+    )
+    return Invocation(
+        argv=[binary, "-p", PROMPT, "--allow-all-tools"],
+        env={
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": f"{dirs.model_url}/v1",
+            "COPILOT_PROVIDER_API_KEY": "lab-offline",
+            "COPILOT_MODEL": "scripted",
+            "COPILOT_AUTO_UPDATE": "false",
+        },
+    )
+
+
+AGENT_DRIVERS = {
+    "claude-code": claude_code,
+    "gemini-cli": gemini_cli,
+    "codex": codex,
+    "opencode": opencode,
+    "copilot": copilot,
+}

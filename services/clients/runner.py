@@ -43,30 +43,39 @@ class InstallError(RuntimeError):
     """npm could not install a client."""
 
 
-def npm_install(name: str, package: str, version: str, binary: str) -> Path:
+def npm_install(
+    name: str, package: str, version: str, binary: str, postinstall: str | None = None
+) -> Path:
     """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
-    returns the path of its ``binary``."""
+    returns the path of its ``binary``. Install scripts stay off (some download), except
+    ``postinstall``, a local script under node_modules run with node afterwards."""
     prefix = cache_dir() / f"{name}-{version}"
     path = prefix / "node_modules" / ".bin" / binary
-    if path.exists():
+    done = prefix / ".mcp-lab-installed"
+    if done.exists() and path.exists():
         return path
     npm = shutil.which("npm")
     if npm is None:
         raise InstallError("npm is not on PATH (install Node.js and npm)")
     prefix.mkdir(parents=True, exist_ok=True)
-    # Install scripts stay off: the clients run without them, and some download.
     command = [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
-    result = subprocess.run(
-        [*command, str(prefix), f"{package}@{version}"],
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT,
-        check=False,
-    )
-    if result.returncode != 0 or not path.exists():
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-10:])
-        raise InstallError(f"npm install {package}@{version} failed ({result.returncode}):\n{tail}")
+    _checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
+    if postinstall:
+        script = prefix / "node_modules" / postinstall
+        _checked(["node", str(script)], f"{package} install script", cwd=script.parent)
+    if not path.exists():
+        raise InstallError(f"npm install {package}@{version} made no {binary}")
+    done.write_text(f"{package}@{version}\n")
     return path
+
+
+def _checked(argv: list[str], what: str, cwd: Path | None = None) -> None:
+    result = subprocess.run(
+        argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-10:])
+        raise InstallError(f"{what} failed ({result.returncode}):\n{tail}")
 
 
 @dataclass
@@ -141,7 +150,9 @@ async def _run_cli(
     return process, timed_out
 
 
-async def _run_agent(spec: ClientSpec, binary: Path, root: Path, timeout: float) -> Outcome:
+async def _run_agent(
+    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float
+) -> Outcome:
     driver = drivers.AGENT_DRIVERS[spec.name]
     home, workdir = root / "home", root / "work"
     home.mkdir()
@@ -151,22 +162,23 @@ async def _run_agent(spec: ClientSpec, binary: Path, root: Path, timeout: float)
         async with serve(model) as model_url:
             dirs = drivers.RunDirs(home, workdir, lab.mcp_url, model_url)
             invocation = driver(str(binary), dirs)
-            env = {**_base_env(home, [binary.parent]), **invocation.env}
+            env = {**_base_env(home, paths), **invocation.env}
             cli, timed_out = await _run_cli(spec.name, invocation.argv, env, workdir, timeout)
         events = await lab.events()
         _keep_logs(spec, lab, cli.lines, model.record)
     return Outcome(events, model.record, cli.process.returncode, cli.lines, timed_out)
 
 
-async def _run_inspector(spec: ClientSpec, binary: Path, root: Path, timeout: float) -> Outcome:
+async def _run_inspector(
+    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float
+) -> Outcome:
     """The Inspector's CLI needs no model: connect, read, subscribe (it prints each
     update as it arrives; the runner publishes one once the lab recorded the subscribe,
     and stops it after the first), read again, stop its daemon."""
-    node = npm_install("node", NODE22_PACKAGE, NODE22_VERSION, "node")
     home, workdir = root / "home", root / "work"
     home.mkdir()
     workdir.mkdir()
-    env = {**_base_env(home, [node.parent, binary.parent]), "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    env = {**_base_env(home, paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     output: list[str] = []
     async with running_lab(root) as lab:
         mcpdo = [str(binary), "--plain"]
@@ -247,9 +259,8 @@ def to_row(spec: ClientSpec, version: str, outcome: Outcome, seconds: float) -> 
         row.model_saw_v1, row.model_saw_v2 = record.saw_v1, record.saw_v2
         if record.saw_v2:
             row.level = 7
-            missing = [
-                name for name, at in (session.checkpoints.items() if mine else []) if at is None
-            ]
+            marks = session.checkpoints if mine else dict.fromkeys(scoring.CHECKPOINTS)
+            missing = [name for name in ("subscribed", "notified") if marks[name] is None]
             row.notes.append(
                 "level 7: version 2 reached the model (a re-read it asked for)"
                 + (f", without: {', '.join(missing)}" if missing else "")
@@ -279,12 +290,23 @@ async def run_client(spec: ClientSpec, version: str, timeout: float) -> Row:
         return Row(spec.name, version, notes=[spec.not_installable or "no package"])
     started = time.monotonic()
     try:
-        binary = await asyncio.to_thread(npm_install, spec.name, spec.package, version, spec.binary)
+        binary = await asyncio.to_thread(
+            npm_install, spec.name, spec.package, version, spec.binary, spec.local_postinstall
+        )
+        paths = [binary.parent]
+        if spec.needs_node22:
+            node = await asyncio.to_thread(
+                npm_install, "node", NODE22_PACKAGE, NODE22_VERSION, "node"
+            )
+            paths.insert(0, node.parent)
     except (InstallError, subprocess.TimeoutExpired) as exc:
         return Row(spec.name, version, notes=[f"install failed: {exc}"])
     runner = _run_agent if spec.uses_model else _run_inspector
     with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
-        outcome = await runner(spec, binary, Path(root), timeout)
+        try:
+            outcome = await runner(spec, binary, paths, Path(root), timeout)
+        except OSError as exc:  # the CLI would not start; the other clients still run
+            return Row(spec.name, version, notes=[f"could not run {spec.binary}: {exc}"])
     return to_row(spec, version, outcome, time.monotonic() - started)
 
 
