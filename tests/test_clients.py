@@ -24,8 +24,13 @@ RUN_TIMEOUT = 900
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(RUN_TIMEOUT + 60)]
 
 
+def clean_env() -> dict[str, str]:
+    """The lab's defaults: no ``MCP_TEST_*`` setting of the caller's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
+
+
 def run_client(name: str) -> dict:
-    """The JSON row of ``mcp-lab clients run --client name``."""
+    """The JSON row of ``mcp-lab clients run --client name`` (lab defaults)."""
     if shutil.which("npm") is None:
         if IN_CI:
             pytest.fail("CI=true and no npm on PATH")
@@ -33,6 +38,7 @@ def run_client(name: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-m", "services", "clients", "run", "--client", name, "--format", "json"],
         cwd=ROOT,
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,

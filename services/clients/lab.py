@@ -22,6 +22,7 @@ from services.cli.embedded_redis import free_port, start_redis
 from services.evidence import reader
 
 _READY_TIMEOUT = 30.0
+_FORCED = frozenset({"REDIS_URL", "MCP_TEST_HOST", "MCP_TEST_PORT", "MCP_TEST_STATE_SCOPE"})
 _STOP_TIMEOUT = 10.0
 
 
@@ -140,11 +141,15 @@ class Lab:
 
 
 def _env(redis_url: str, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
+    """The caller's environment (``MCP_TEST_*`` settings included, e.g. ENABLE_TOOL),
+    with the Redis, port and scope of this lab; a .env file is not read (the lab runs in
+    the run's own directory)."""
+    env = {k: v for k, v in os.environ.items() if k not in _FORCED}
     env.update(
         REDIS_URL=redis_url,
         PYTHONUNBUFFERED="1",
         MCP_TEST_PORT=str(port),
+        MCP_TEST_HOST="127.0.0.1",
         MCP_TEST_STATE_SCOPE=contract.SHARED_SCOPE,
     )
     return env
