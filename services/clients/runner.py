@@ -24,7 +24,7 @@ from typing import Any
 
 from services import contract
 from services.clients import drivers
-from services.clients.catalog import CLIENTS, NODE22_PACKAGE, NODE22_VERSION, ClientSpec
+from services.clients.catalog import CLIENTS, NODE22_VERSION, ClientSpec, node22_package
 from services.clients.lab import Lab, Process, running_lab
 from services.clients.model import ModelRecord, ScriptedModel, serve
 from services.evidence import scoring
@@ -296,7 +296,7 @@ async def run_client(spec: ClientSpec, version: str, timeout: float) -> Row:
         paths = [binary.parent]
         if spec.needs_node22:
             node = await asyncio.to_thread(
-                npm_install, "node", NODE22_PACKAGE, NODE22_VERSION, "node"
+                npm_install, "node", node22_package(), NODE22_VERSION, "node"
             )
             paths.insert(0, node.parent)
     except (InstallError, subprocess.TimeoutExpired) as exc:
