@@ -377,6 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
     health.add_argument("process", choices=["server", "updater"])
     health.set_defaults(func=_cmd_healthcheck)
+
+    from services.clients.cli import add_parser as add_clients_parser
+
+    add_clients_parser(sub)
     return parser
 
 

@@ -1,0 +1,71 @@
+"""The ``mcp-lab clients`` subcommands (``list`` and ``run``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from services.clients.pins import CLIENTS, known, parse_versions
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``clients`` to ``mcp-lab``'s subcommands."""
+    clients = sub.add_parser(
+        "clients", help="run real agent CLIs against a fresh lab, offline, and print the matrix"
+    )
+    actions = clients.add_subparsers(dest="clients_command", required=True)
+
+    listing = actions.add_parser("list", help="the clients and their pinned versions")
+    listing.set_defaults(func=_cmd_list)
+
+    run = actions.add_parser("run", help="run clients (default: all) and print the matrix")
+    run.add_argument(
+        "--client",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"a client to run (repeatable; default: all). Known: {known()}",
+    )
+    run.add_argument(
+        "--version",
+        action="append",
+        default=[],
+        metavar="NAME=X",
+        help="run version X of client NAME instead of the pinned one (repeatable)",
+    )
+    run.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    run.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
+    )
+    run.set_defaults(func=_cmd_run)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for spec in CLIENTS.values():
+        where = spec.not_installable or f"npm {spec.package}@{spec.version}"
+        print(f"{spec.name:<12} {spec.version:<9} {spec.title}: {where}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from services.clients import runner
+
+    names = args.client or list(CLIENTS)
+    unknown = [n for n in names if n not in CLIENTS]
+    if unknown:
+        print(f"mcp-lab: unknown client(s) {unknown}; known: {known()}", file=sys.stderr)
+        return 2
+    try:
+        versions = parse_versions(args.version)
+    except ValueError as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
+    rows = asyncio.run(runner.run_clients(names, versions, args.timeout))
+    if args.format == "json":
+        print(runner.to_json(rows))
+    elif args.format == "markdown":
+        print(runner.to_markdown(rows), end="")
+    else:
+        print(runner.to_table(rows))
+    return 0

@@ -1,0 +1,178 @@
+"""How to point each agent CLI at the lab and at the scripted model, and run it once.
+
+A driver writes the CLI's config into the run's own HOME (or working directory) and
+returns the command line and environment variables; the runner does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVER_NAME = "lab"
+PROMPT = (
+    "Read the MCP resource test://review/status of the MCP server 'lab', "
+    "read it again, and tell me its status."
+)
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    """The directories and endpoints of one run."""
+
+    home: Path
+    workdir: Path
+    mcp_url: str
+    model_url: str
+
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def claude_code(binary: str, dirs: RunDirs) -> Invocation:
+    """Claude Code in ``-p`` mode, Anthropic Messages, the lab over Streamable HTTP."""
+    config = dirs.workdir / "mcp.json"
+    _write_json(config, {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url}}})
+    allowed = f"ReadMcpResourceTool,ListMcpResourcesTool,mcp__{SERVER_NAME}"
+    return Invocation(
+        argv=[
+            binary,
+            "-p",
+            PROMPT,
+            "--model",
+            "claude-sonnet-4-5",
+            "--mcp-config",
+            str(config),
+            "--strict-mcp-config",
+            "--allowedTools",
+            allowed,
+        ],
+        env={
+            "ANTHROPIC_BASE_URL": dirs.model_url,
+            "ANTHROPIC_API_KEY": "lab-offline",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        },
+    )
+
+
+def gemini_cli(binary: str, dirs: RunDirs) -> Invocation:
+    """Gemini CLI with ``-p --yolo``, Gemini API, the lab over Streamable HTTP (trusted)."""
+    gemini = dirs.home / ".gemini"
+    _write_json(
+        gemini / "settings.json",
+        {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "mcpServers": {SERVER_NAME: {"url": dirs.mcp_url, "type": "http", "trust": True}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        },
+    )
+    _write_json(gemini / "trustedFolders.json", {str(dirs.workdir): "TRUST_FOLDER"})
+    return Invocation(
+        argv=[binary, "-p", PROMPT, "--yolo", "-m", "gemini-2.5-flash"],
+        env={
+            "GOOGLE_GEMINI_BASE_URL": dirs.model_url,
+            "GEMINI_API_KEY": "lab-offline",
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+        },
+    )
+
+
+def codex(binary: str, dirs: RunDirs) -> Invocation:
+    """Codex CLI ``exec``, OpenAI Responses from a custom provider, the lab over HTTP."""
+    codex_home = dirs.home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        "\n".join(
+            [
+                'model = "gpt-5-codex"',
+                'model_provider = "lab"',
+                'approval_policy = "never"',
+                'sandbox_mode = "read-only"',
+                "",
+                "[model_providers.lab]",
+                'name = "lab scripted model"',
+                f'base_url = "{dirs.model_url}/v1"',
+                'wire_api = "responses"',
+                "",
+                f"[mcp_servers.{SERVER_NAME}]",
+                f'url = "{dirs.mcp_url}"',
+                'default_tools_approval_mode = "approve"',
+                "",
+            ]
+        )
+    )
+    return Invocation(
+        argv=[binary, "exec", "--skip-git-repo-check", PROMPT],
+        env={"CODEX_HOME": str(codex_home)},
+    )
+
+
+def opencode(binary: str, dirs: RunDirs) -> Invocation:
+    """OpenCode ``run``, an OpenAI-compatible provider (Chat Completions), the lab remote."""
+    _write_json(
+        dirs.workdir / "opencode.json",
+        {
+            "provider": {
+                "lab": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "lab scripted model",
+                    "options": {"baseURL": f"{dirs.model_url}/v1", "apiKey": "lab-offline"},
+                    "models": {"scripted": {"name": "scripted", "tool_call": True}},
+                }
+            },
+            "model": "lab/scripted",
+            "mcp": {
+                SERVER_NAME: {
+                    "type": "remote",
+                    "url": dirs.mcp_url,
+                    "enabled": True,
+                    "oauth": False,
+                }
+            },
+            "autoupdate": False,
+            "share": "disabled",
+        },
+    )
+    return Invocation(
+        argv=[binary, "run", PROMPT],
+        env={"OPENCODE_DISABLE_AUTOUPDATE": "true", "OPENCODE_DISABLE_MODELS_FETCH": "true"},
+    )
+
+
+def copilot(binary: str, dirs: RunDirs) -> Invocation:
+    """GitHub Copilot CLI ``-p`` in offline mode with a custom provider (Chat Completions)."""
+    _write_json(
+        dirs.home / ".copilot" / "mcp-config.json",
+        {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url, "tools": ["*"]}}},
+    )
+    return Invocation(
+        argv=[binary, "-p", PROMPT, "--allow-all-tools"],
+        env={
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": f"{dirs.model_url}/v1",
+            "COPILOT_PROVIDER_API_KEY": "lab-offline",
+            "COPILOT_MODEL": "scripted",
+            "COPILOT_AUTO_UPDATE": "false",
+        },
+    )
+
+
+AGENT_DRIVERS = {
+    "claude-code": claude_code,
+    "gemini-cli": gemini_cli,
+    "codex": codex,
+    "opencode": opencode,
+    "copilot": copilot,
+}

@@ -1,0 +1,183 @@
+"""A fresh lab for one client run: embedded Redis, ``mcp-lab server`` and ``updater``.
+
+The processes are the same ones ``mcp-lab up`` runs, on free loopback ports, with
+their output kept (for waiting on a line, and for the run's logs). The state scope
+is ``shared``: the runner's update (target ``*``) bumps the one state every session
+reads, so a client that re-reads without subscribing still meets version 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from services import contract, state
+from services.cli.embedded_redis import free_port, start_redis
+from services.evidence import reader
+
+_READY_TIMEOUT = 30.0
+_FORCED = frozenset({"REDIS_URL", "MCP_TEST_HOST", "MCP_TEST_PORT", "MCP_TEST_STATE_SCOPE"})
+_STOP_TIMEOUT = 10.0
+
+
+class Process:
+    """A child process whose output lines are kept and can be waited for."""
+
+    def __init__(self, name: str, process: asyncio.subprocess.Process) -> None:
+        self.name = name
+        self.process = process
+        self.lines: list[str] = []
+        self._changed = asyncio.Condition()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> Process:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return cls(name, process)
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        while raw := await self.process.stdout.readline():
+            async with self._changed:
+                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                self._changed.notify_all()
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(self, pattern: str, timeout: float, since: int = 0) -> str:
+        """The first line from index ``since`` that matches ``pattern``; raises
+        TimeoutError (with the last lines) if none comes in ``timeout`` seconds."""
+        regex = re.compile(pattern)
+        index = since
+
+        async def find() -> str:
+            nonlocal index
+            async with self._changed:
+                while True:
+                    for line in self.lines[index:]:
+                        if regex.search(line):
+                            return line
+                    index = len(self.lines)
+                    if self._reader.done():
+                        raise EOFError
+                    await self._changed.wait()
+
+        try:
+            return await asyncio.wait_for(find(), timeout)
+        except (TimeoutError, EOFError) as exc:
+            tail = "\n".join(self.lines[-20:])
+            raise TimeoutError(
+                f"{self.name}: no line matching {pattern!r} within {timeout}s "
+                f"(exit code {self.process.returncode}); last lines:\n{tail}"
+            ) from exc
+
+    async def stop(self) -> int:
+        """SIGINT the process group, SIGKILL after a bound; returns the exit code."""
+        if self.process.returncode is None:
+            for sig in (signal.SIGINT, signal.SIGKILL):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    await asyncio.wait_for(self.process.wait(), _STOP_TIMEOUT)
+                    break
+                except TimeoutError:
+                    continue
+        await asyncio.wait_for(self._reader, _STOP_TIMEOUT)
+        return self.process.returncode if self.process.returncode is not None else -1
+
+
+class Lab:
+    """A running lab: its URLs, processes and Redis."""
+
+    def __init__(self, redis_url: str, port: int, server: Process, updater: Process) -> None:
+        self.redis_url = redis_url
+        self.mcp_url = f"http://127.0.0.1:{port}/mcp"
+        self.server = server
+        self.updater = updater
+        self.run_id = "0-0"
+        self.updates: list[str] = []
+
+    async def publish_update(self, timeout: float = 15.0) -> str:
+        """Queue an update of every subscriber (target ``*``, the shared state here)
+        and wait until the updater has bumped the version and published it."""
+        since = len(self.updater.lines)
+        redis = state.connect(self.redis_url)
+        try:
+            await state.ensure_job_group(redis)
+            job = contract.UpdateJob(uri=contract.STATUS_URI, target="*", delay=0.0)
+            entry_id = await state.enqueue_job(redis, job)
+        finally:
+            await redis.aclose()
+        line = await self.updater.wait_for(
+            rf"job={re.escape(entry_id)}( published=| had no subscribed)", timeout, since
+        )
+        self.updates.append(line)
+        return line
+
+    async def events(self) -> list[contract.Event]:
+        """Every event recorded in this lab's run."""
+        redis = state.connect(self.redis_url)
+        try:
+            _, first, last = await reader.run_bounds(redis, self.run_id)
+            return await reader.read_events(redis, first, last)
+        finally:
+            await redis.aclose()
+
+
+def _env(redis_url: str, port: int) -> dict[str, str]:
+    """The caller's environment (``MCP_TEST_*`` settings included, e.g. ENABLE_TOOL),
+    with the Redis, port and scope of this lab; a .env file is not read (the lab runs in
+    the run's own directory)."""
+    env = {k: v for k, v in os.environ.items() if k not in _FORCED}
+    env.update(
+        REDIS_URL=redis_url,
+        PYTHONUNBUFFERED="1",
+        MCP_TEST_PORT=str(port),
+        MCP_TEST_HOST="127.0.0.1",
+        MCP_TEST_STATE_SCOPE=contract.SHARED_SCOPE,
+    )
+    return env
+
+
+@asynccontextmanager
+async def running_lab(workdir: Path) -> AsyncIterator[Lab]:
+    """Start Redis, server and updater (each waited for), and a new observation run."""
+    redis = await asyncio.to_thread(start_redis, free_port())
+    processes: list[Process] = []
+    try:
+        port = free_port()
+        env = _env(redis.url, port)
+        python = [sys.executable, "-m", "services"]
+        server = await Process.start("server", [*python, "server"], env, workdir)
+        processes.append(server)
+        updater = await Process.start("updater", [*python, "updater"], env, workdir)
+        processes.append(updater)
+        await server.wait_for(r"\[lab\] server ready .*relay=subscribed", _READY_TIMEOUT)
+        await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
+        lab = Lab(redis.url, port, server, updater)
+        connection = state.connect(redis.url)
+        try:
+            lab.run_id = await reader.start_run(connection)
+        finally:
+            await connection.aclose()
+        yield lab
+    finally:
+        for process in reversed(processes):
+            await process.stop()
+        await asyncio.to_thread(redis.stop)

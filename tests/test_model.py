@@ -1,0 +1,325 @@
+"""The scripted model endpoint, over real HTTP on loopback, one test per wire API.
+
+Each test plays the CLI's side of one run: a request offering tools (the model must
+stream a call of the read tool with arguments from its schema), the first tool
+result (the model must await the update hook, then call again), the second result
+(the model answers in text), and checks what the model recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx2
+import pytest
+
+from services.clients.model import ScriptedModel, fill_schema, pick_read_tool, serve
+
+URI = "test://review/status"
+V1 = "status: pending\nversion: 1\nmessage: x"
+V2 = "status: reviewed\nversion: 2\nmessage: x"
+READ_SCHEMA = {
+    "type": "object",
+    "properties": {"server": {"type": "string"}, "uri": {"type": "string"}},
+    "required": ["server", "uri"],
+}
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def sse_events(text: str) -> list[tuple[str | None, Any]]:
+    """(event name, parsed data) of every event of an SSE body."""
+    events: list[tuple[str | None, Any]] = []
+    for block in text.strip().split("\n\n"):
+        name = None
+        data = []
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        payload = "\n".join(data)
+        events.append((name, payload if payload == "[DONE]" else json.loads(payload)))
+    return events
+
+
+def as_json(text: str) -> str:
+    return json.dumps({"contents": [{"uri": URI, "text": text}]})
+
+
+class Run:
+    """A scripted model served on loopback, with an update hook that counts its calls."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+
+        async def publish() -> None:
+            self.updates += 1
+
+        self.model = ScriptedModel("lab", URI, on_first_result=publish)
+
+
+async def play(
+    post: Callable[[list[str]], Any], call_of: Callable[[Any], tuple[str, dict]]
+) -> list[Any]:
+    """Three turns: no result, the v1 result, both results. Returns the three replies."""
+    first = await post([])
+    assert call_of(first) == ("read_mcp_resource", {"server": "lab", "uri": URI})
+    second = await post([V1])
+    assert call_of(second) == ("read_mcp_resource", {"server": "lab", "uri": URI})
+    third = await post([V1, V2])
+    return [first, second, third]
+
+
+def check_record(run: Run, api: str) -> None:
+    record = run.model.record
+    assert run.updates == 1
+    assert record.api == api
+    assert record.tools_offered == ["list_mcp_resources", "read_mcp_resource"]
+    assert record.read_tool == "read_mcp_resource"
+    assert record.tool_calls == 2
+    assert record.versions_seen == [1, 2]
+    assert record.saw_v1 and record.saw_v2
+    assert record.answer is not None and "status reviewed (version 2)" in record.answer
+
+
+async def test_anthropic_messages_streams_tool_use() -> None:
+    run = Run()
+    tools = [
+        {"name": "list_mcp_resources", "input_schema": {"type": "object", "properties": {}}},
+        {"name": "read_mcp_resource", "input_schema": READ_SCHEMA},
+    ]
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def post(results: list[str]) -> list:
+            messages: list[dict] = [{"role": "user", "content": "go"}]
+            for i, text in enumerate(results):
+                messages.append(
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}"}]}
+                )
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": f"t{i}",
+                                # as Claude Code sends it: the read result as JSON text
+                                "content": [{"type": "text", "text": as_json(text)}],
+                            }
+                        ],
+                    }
+                )
+            body = {"model": "m", "stream": True, "messages": messages, "tools": tools}
+            response = await http.post("/v1/messages", json=body)
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return sse_events(response.text)
+
+        def call_of(events: list) -> tuple[str, dict]:
+            names = [name for name, _ in events]
+            assert names[0] == "message_start" and names[-1] == "message_stop"
+            start = next(d for n, d in events if n == "content_block_start")["content_block"]
+            deltas = [d["delta"] for n, d in events if n == "content_block_delta"]
+            assert len(deltas) > 1  # the arguments really are streamed in pieces
+            stop = next(d for n, d in events if n == "message_delta")["delta"]["stop_reason"]
+            assert start["type"] == "tool_use" and stop == "tool_use"
+            return start["name"], json.loads("".join(d["partial_json"] for d in deltas))
+
+        *_, third = await play(post, call_of)
+        deltas = [d["delta"]["text"] for n, d in third if n == "content_block_delta"]
+        assert "status reviewed" in "".join(deltas)
+        plain = await http.post(
+            "/v1/messages", json={"model": "m", "messages": [{"role": "user", "content": "t"}]}
+        )
+        assert plain.json()["content"] == [{"type": "text", "text": "ok"}]
+    check_record(run, "anthropic-messages")
+
+
+async def test_openai_responses_streams_function_call() -> None:
+    run = Run()
+    tools = [
+        {"type": "function", "name": "list_mcp_resources", "parameters": {"type": "object"}},
+        {"type": "function", "name": "read_mcp_resource", "parameters": READ_SCHEMA},
+        {"type": "web_search"},
+    ]
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def post(results: list[str]) -> list:
+            items: list[dict] = [{"type": "message", "role": "user", "content": "go"}]
+            for i, text in enumerate(results):
+                items.append({"type": "function_call", "call_id": f"c{i}", "name": "x"})
+                items.append({"type": "function_call_output", "call_id": f"c{i}", "output": text})
+            body = {"model": "m", "stream": True, "input": items, "tools": tools}
+            response = await http.post("/v1/responses", json=body)
+            assert response.status_code == 200
+            return sse_events(response.text)
+
+        def call_of(events: list) -> tuple[str, dict]:
+            assert [n for n, _ in events] == [d["type"] for _, d in events]
+            assert events[0][0] == "response.created" and events[-1][0] == "response.completed"
+            added = next(d for n, d in events if n == "response.output_item.added")["item"]
+            deltas = [
+                d["delta"] for n, d in events if n == "response.function_call_arguments.delta"
+            ]
+            assert len(deltas) > 1
+            done = next(d for n, d in events if n == "response.output_item.done")["item"]
+            assert done["arguments"] == "".join(deltas)
+            assert events[-1][1]["response"]["output"] == [done]
+            return added["name"], json.loads("".join(deltas))
+
+        *_, third = await play(post, call_of)
+        assert "status reviewed" in third[-1][1]["response"]["output"][0]["content"][0]["text"]
+    check_record(run, "openai-responses")
+
+
+async def test_openai_chat_completions_streams_tool_calls() -> None:
+    run = Run()
+    tools = [
+        {"type": "function", "function": {"name": "list_mcp_resources", "parameters": {}}},
+        {"type": "function", "function": {"name": "read_mcp_resource", "parameters": READ_SCHEMA}},
+    ]
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def post(results: list[str]) -> list:
+            messages: list[dict] = [{"role": "user", "content": "go"}]
+            for i, text in enumerate(results):
+                messages.append({"role": "assistant", "tool_calls": [{"id": f"c{i}"}]})
+                messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
+            body = {"model": "m", "stream": True, "messages": messages, "tools": tools}
+            response = await http.post("/v1/chat/completions", json=body)
+            assert response.status_code == 200
+            return sse_events(response.text)
+
+        def call_of(events: list) -> tuple[str, dict]:
+            assert events[-1] == (None, "[DONE]")
+            chunks = [d["choices"][0] for _, d in events[:-1]]
+            calls = [c["delta"]["tool_calls"][0] for c in chunks if "tool_calls" in c["delta"]]
+            assert len(calls) > 2  # the name first, then the arguments in pieces
+            assert chunks[-1]["finish_reason"] == "tool_calls"
+            arguments = "".join(c["function"]["arguments"] for c in calls)
+            return calls[0]["function"]["name"], json.loads(arguments)
+
+        *_, third = await play(post, call_of)
+        text = "".join(d["choices"][0]["delta"].get("content") or "" for _, d in third[:-1])
+        assert "status reviewed" in text
+    check_record(run, "openai-chat")
+
+
+async def test_gemini_stream_generate_content_function_call() -> None:
+    run = Run()
+    tools = [
+        {
+            "functionDeclarations": [
+                {"name": "list_mcp_resources", "parametersJsonSchema": {"type": "object"}},
+                {
+                    "name": "read_mcp_resource",
+                    "parameters": {
+                        "type": "OBJECT",
+                        "properties": {"server": {"type": "STRING"}, "uri": {"type": "STRING"}},
+                        "required": ["server", "uri"],
+                    },
+                },
+            ]
+        }
+    ]
+    path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def post(results: list[str]) -> list:
+            contents: list[dict] = [{"role": "user", "parts": [{"text": "go"}]}]
+            for text in results:
+                contents.append({"role": "model", "parts": [{"functionCall": {"name": "x"}}]})
+                response = {"output": {"content": [{"type": "text", "text": text}]}}
+                contents.append(
+                    {
+                        "role": "user",
+                        "parts": [{"functionResponse": {"name": "x", "response": response}}],
+                    }
+                )
+            response = await http.post(path, json={"contents": contents, "tools": tools})
+            assert response.status_code == 200
+            return sse_events(response.text)
+
+        def call_of(events: list) -> tuple[str, dict]:
+            assert len(events) == 1
+            call = events[0][1]["candidates"][0]["content"]["parts"][0]["functionCall"]
+            return call["name"], call["args"]
+
+        *_, third = await play(post, call_of)
+        text = "".join(d["candidates"][0]["content"]["parts"][0]["text"] for _, d in third)
+        assert "status reviewed" in text
+        # A side request asking for JSON (Gemini CLI's next-speaker check) gets JSON.
+        schema = {
+            "type": "OBJECT",
+            "properties": {
+                "reasoning": {"type": "STRING"},
+                "next_speaker": {"type": "STRING", "enum": ["user", "model"]},
+            },
+            "required": ["reasoning", "next_speaker"],
+        }
+        side = await http.post(
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            json={
+                "contents": [{"role": "user", "parts": [{"text": "who next?"}]}],
+                "generationConfig": {
+                    "responseMimeType": "application/json",
+                    "responseSchema": schema,
+                },
+            },
+        )
+        answer = side.json()["candidates"][0]["content"]["parts"][0]["text"]
+        assert json.loads(answer) == {"reasoning": "", "next_speaker": "user"}
+    check_record(run, "gemini")
+
+
+async def test_bad_requests_are_clear_errors_and_the_model_keeps_serving() -> None:
+    run = Run()
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        bad = await http.post(
+            "/v1/messages", content=b"{nope", headers={"content-type": "application/json"}
+        )
+        assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
+        assert (await http.post("/v1/chat/completions", json=[1])).status_code == 400
+        assert (await http.get("/elsewhere")).status_code == 404
+        ok = await http.post("/v1/chat/completions", json={"model": "m", "messages": []})
+        assert ok.json()["choices"][0]["message"]["content"] == "ok"
+    assert run.model.record.requests == 1
+
+
+async def test_no_read_tool_means_a_text_answer_naming_the_tools() -> None:
+    run = Run()
+    tools = [{"type": "function", "function": {"name": "lab-get_review_status", "parameters": {}}}]
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tools": tools}
+        reply = (await http.post("/v1/chat/completions", json=body)).json()
+    assert "lab-get_review_status" in reply["choices"][0]["message"]["content"]
+    assert run.model.record.tool_calls == 0 and not run.model.record.saw_v1
+    assert run.updates == 0
+
+
+def test_pick_read_tool_and_fill_schema() -> None:
+    assert pick_read_tool(["ListMcpResourcesTool", "ReadMcpResourceTool"]) == "ReadMcpResourceTool"
+    assert pick_read_tool(["mcp_lab_x", "list_mcp_resource_templates"]) is None
+    assert pick_read_tool(["lab_read_resource"]) == "lab_read_resource"
+    schema = {
+        "type": "object",
+        "properties": {
+            "server_name": {"type": "string"},
+            "uri": {"type": "string"},
+            "limit": {"type": "integer"},
+            "mode": {"type": ["null", "string"], "enum": ["a", "b"]},
+        },
+        "required": ["server_name", "uri", "mode"],
+    }
+    assert fill_schema(schema, {"server": "lab", "uri": URI}) == {
+        "server_name": "lab",
+        "uri": URI,
+        "mode": "a",
+    }
