@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from services import contract, state
+from services.catalog import REVIEW_STATUS
 from services.cli.embedded_redis import free_port, start_redis
 from services.evidence import reader
 
@@ -120,7 +121,7 @@ class Lab:
         redis = state.connect(self.redis_url)
         try:
             await state.ensure_job_group(redis)
-            job = contract.UpdateJob(uri=contract.STATUS_URI, target="*", delay=0.0)
+            job = contract.UpdateJob(uri=REVIEW_STATUS.uri, target="*", delay=0.0)
             entry_id = await state.enqueue_job(redis, job)
         finally:
             await redis.aclose()

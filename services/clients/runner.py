@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from services import contract
+from services.catalog import REVIEW_STATUS
 from services.clients import drivers
 from services.clients.lab import Lab, Process, running_lab
 from services.clients.model import ModelRecord, ScriptedModel, serve
@@ -158,7 +159,7 @@ async def _run_agent(
     home.mkdir()
     workdir.mkdir()
     async with running_lab(root) as lab:
-        model = ScriptedModel(drivers.SERVER_NAME, contract.STATUS_URI, lab.publish_update)
+        model = ScriptedModel(drivers.SERVER_NAME, REVIEW_STATUS.uri, lab.publish_update)
         async with serve(model) as model_url:
             dirs = drivers.RunDirs(home, workdir, lab.mcp_url, model_url)
             invocation = driver(str(binary), dirs)
@@ -183,7 +184,7 @@ async def _run_inspector(
     async with running_lab(root) as lab:
         mcpdo = [str(binary), "--plain"]
         conn = ["--connection", drivers.SERVER_NAME]
-        uri = contract.STATUS_URI
+        uri = REVIEW_STATUS.uri
         steps: list[tuple[str, list[str]]] = [
             ("connect", ["connect", lab.mcp_url, "--transport", "http", *conn]),
             ("read", [*conn, "resources/read", uri]),
