@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from services.evidence.report import levels_json
 from tests.browser import ARTIFACTS, expect
 
 PAGE = Path(__file__).resolve().parent.parent / "services" / "server" / "dashboard.html"
@@ -35,16 +36,8 @@ RUN_ID = "1796032824497-0"
 SESSION = "92520d78a3b7430fba4eb9888d9c2cfa"
 SECOND_SESSION = "0f3c2a9e5d6b4e1f8a7c6b5d4e3f2a1b"
 HOSTILE_NAME = '<img src=x onerror="window.__xss=1">'
-LEVELS = {
-    "0": "no connection",
-    "1": "connected",
-    "2": "discovered",
-    "3": "read initial",
-    "4": "subscribed",
-    "5": "notified",
-    "6": "re-read",
-    "7": "reflected",
-}
+# The stand-in reports carry the lab's own level declarations, as the lab's reports do.
+LEVELS = levels_json()["levels"]
 # (checkpoint reached at level 1..6, its time, the event behind it)
 STEPS = [
     ("connected", "10:00:24.012", ("in", "initialize", None, None, None)),
@@ -106,7 +99,7 @@ def report_at(level: int) -> dict[str, Any]:
     return {
         "run": {"id": RUN_ID, "started": "2026-11-30T10:00:18.876Z"},
         "generated": iso("10:00:30.001" if level >= 6 else "10:00:24.200"),
-        "levels": LEVELS,
+        **levels_json(),
         "clients": [
             {
                 "client": "claude-code",

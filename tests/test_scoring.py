@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from services.catalog import REVIEW_STATUS
 from services.contract import Event
-from services.evidence.report import to_markdown, to_table
-from services.evidence.scoring import LEVEL_NAMES, score_clients, score_session
+from services.evidence.report import levels_json, to_markdown, to_table
+from services.evidence.scoring import CHECKPOINTS, LEVEL_NAMES, score_clients, score_session
 
 STATUS_URI = REVIEW_STATUS.uri
 
@@ -209,3 +211,16 @@ def test_a_level_reached_with_gaps_says_what_is_missing() -> None:
     score = score_session([CONNECT, NOTIFIED, READ_2])
     assert score.level == 6
     assert any("without: discovered, read_initial, subscribed" in n for n in score.notes)
+
+
+def test_the_report_and_the_readme_follow_the_declared_levels() -> None:
+    declared = levels_json()
+    assert declared["levels"] == {str(n): name for n, name in LEVEL_NAMES.items()}
+    assert [c["key"] for c in declared["checkpoints"]] == list(CHECKPOINTS)
+    assert [c["level"] for c in declared["checkpoints"]] == list(range(1, len(CHECKPOINTS) + 1))
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text().splitlines()
+    table = readme[readme.index("| level | name | evidence |") + 2 :]
+    rows = table[: next(i for i, line in enumerate(table) if not line.startswith("|"))]
+    assert [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows] == [
+        (str(n), name) for n, name in LEVEL_NAMES.items()
+    ]

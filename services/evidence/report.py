@@ -6,16 +6,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.contract import Event, entry_time_ms
-from services.evidence.scoring import CHECKPOINTS, LEVEL_NAMES, ClientScore, SessionScore
+from services.evidence.scoring import (
+    CHECKPOINTS,
+    LEVEL_NAMES,
+    LEVELS,
+    ClientScore,
+    SessionScore,
+)
 
-_CHECKPOINT_TITLES = {
-    "connected": "connect",
-    "discovered": "list",
-    "read_initial": "read v1",
-    "subscribed": "subscribe",
-    "notified": "notified",
-    "re_read": "re-read",
-}
+_CHECKPOINT_TITLES = {lv.checkpoint: lv.title for lv in LEVELS if lv.checkpoint is not None}
+
+
+def levels_json() -> dict[str, Any]:
+    """The level declarations as the report JSON carries them: ``levels`` (number ->
+    name) and ``checkpoints`` (in level order, each with its level, name and title)."""
+    return {
+        "levels": {str(lv.number): lv.name for lv in LEVELS},
+        "checkpoints": [
+            {"key": lv.checkpoint, "level": lv.number, "name": lv.name, "title": lv.title}
+            for lv in LEVELS
+            if lv.checkpoint is not None
+        ],
+    }
 
 
 def iso(ms: int | None) -> str | None:
@@ -96,7 +108,7 @@ def to_json(
         "since": iso(since_ms),
         "window": window(run_id, since_ms),
         "generated": iso(generated_ms),
-        "levels": {str(k): v for k, v in LEVEL_NAMES.items()},
+        **levels_json(),
         "clients": [
             {
                 "client": c.client,

@@ -13,25 +13,33 @@ from dataclasses import dataclass, field, replace
 from services.catalog import REVIEW_STATUS
 from services.contract import Event, entry_time_ms
 
-LEVEL_NAMES: dict[int, str] = {
-    0: "no connection",
-    1: "connected",
-    2: "discovered",
-    3: "read initial",
-    4: "subscribed",
-    5: "notified",
-    6: "re-read",
-    7: "reflected",
-}
-# The checkpoint that gives each level from 1 to 6.
-CHECKPOINTS: tuple[str, ...] = (
-    "connected",
-    "discovered",
-    "read_initial",
-    "subscribed",
-    "notified",
-    "re_read",
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One evidence level. Levels 1-6 are reached at a checkpoint of a session's
+    timeline (``checkpoint``, shown as ``title`` in tables); 0 and 7 have none."""
+
+    number: int
+    name: str
+    checkpoint: str | None = None
+    title: str | None = None
+
+
+# The levels, declared once: the report JSON carries them (``levels``,
+# ``checkpoints``), and the table, the dashboard and the README follow it.
+LEVELS: tuple[Level, ...] = (
+    Level(0, "no connection"),
+    Level(1, "connected", "connected", "connect"),
+    Level(2, "discovered", "discovered", "list"),
+    Level(3, "read initial", "read_initial", "read v1"),
+    Level(4, "subscribed", "subscribed", "subscribe"),
+    Level(5, "notified", "notified", "notified"),
+    Level(6, "re-read", "re_read", "re-read"),
+    Level(7, "reflected"),
 )
+LEVEL_NAMES: dict[int, str] = {level.number: level.name for level in LEVELS}
+# The checkpoint that gives each level from 1 to 6, in level order.
+CHECKPOINTS: tuple[str, ...] = tuple(lv.checkpoint for lv in LEVELS if lv.checkpoint is not None)
 UPDATED = "notifications/resources/updated"
 _CONNECT_METHODS = frozenset({"initialize", "server/discover"})
 _SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
