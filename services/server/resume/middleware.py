@@ -162,7 +162,7 @@ class ResumeMiddleware:
         else:
             stream, missed = found
             cursor = missed[-1][0] if missed else last_event_id
-        report_resumed_stream(stream)
+        await report_resumed_stream(stream)
         logger.info(
             "[resume] serving session=%s for its owner replica: stream=%s replayed=%d",
             session,
