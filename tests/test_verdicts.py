@@ -230,7 +230,7 @@ async def test_a_2026_client_is_reported_at_2026_07_28(lab, redis_url) -> None:
 # 2. Data-less (priming) events only for clients at 2025-11-25 or later.
 
 
-async def full_raw_flow(raw: RawClient, server: Any) -> GetStream:
+async def full_raw_flow(raw: RawClient) -> GetStream:
     """initialize, GET stream, list, read, subscribe, the notification; the GET stream."""
     await raw.initialize()
     async with raw.get() as stream:
@@ -248,20 +248,22 @@ async def test_a_2025_06_18_client_never_gets_an_event_without_data(lab, version
     server, url = lab.server(update_delay_seconds=DELAY)
     lab.updater(update_delay_seconds=DELAY)
     async with RawClient(url, "old-sse", "2025-06-18", version_header=version_header) as raw:
-        stream = await full_raw_flow(raw, server)
+        stream = await full_raw_flow(raw)
     assert len(raw.post_events) >= 5
     assert all(e.data for e in raw.post_events), raw.post_events
     assert stream.seen and all(e.data for e in stream.seen), stream.seen
+    server.wait_for(r"\[stream/open\] GET .*client=old-sse/0\.1")
 
 
 async def test_a_2025_11_25_client_still_gets_priming_events(lab) -> None:
     server, url = lab.server(update_delay_seconds=DELAY, retry_ms="1500")
     lab.updater(update_delay_seconds=DELAY)
     async with RawClient(url, "new-sse", "2025-11-25") as raw:
-        stream = await full_raw_flow(raw, server)
+        stream = await full_raw_flow(raw)
     primings = [e for e in raw.post_events if not e.data]
     assert len(primings) >= 4 and all(e.id and e.retry == 1500 for e in primings)
     assert not stream.seen[0].data and stream.seen[0].retry == 1500
+    server.wait_for(r"\[stream/open\] GET .*client=new-sse/0\.1")
 
 
 @pytest.mark.timeout(600)  # the first use installs the SDKs with npm ci

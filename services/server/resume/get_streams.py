@@ -28,6 +28,7 @@ from services.server.sessions import SessionRegistry
 
 _SESSION_HEADER = b"mcp-session-id"
 _LAST_EVENT_HEADER = b"last-event-id"
+_CLOSE_RECORD_SECONDS = 2.0
 
 # Records one stream event: (peer, direction, method).
 RecordStream = Callable[[Peer, str, str], Awaitable[None]]
@@ -128,7 +129,8 @@ class StreamLogMiddleware:
             if stream.opened:
                 self._registry.stream_closed(stream.peer.session)
                 event("stream/close", "GET", stream.peer)
-                with anyio.CancelScope(shield=True):
+                # Recorded even when the request is being cancelled, within a bound.
+                with anyio.move_on_after(_CLOSE_RECORD_SECONDS, shield=True):
                     await stream.evidence("in", "stream/close")
 
 
