@@ -99,11 +99,15 @@ class RawClient:
     """A hand-made Streamable HTTP client that negotiates ``protocol`` and keeps
     every SSE event of every POST response it gets."""
 
-    def __init__(self, url: str, name: str, protocol: str, *, version_header: bool = True) -> None:
+    def __init__(
+        self, url: str, name: str, protocol: str, *, version_header: str | None = ""
+    ) -> None:
         self.url = url
         self.name = name
         self.protocol = protocol
-        self.version_header = version_header
+        # The MCP-Protocol-Version header after initialize: the protocol ("") or
+        # another value, or none at all (None).
+        self.version_header = protocol if version_header == "" else version_header
         self.session_id: str | None = None
         self.post_events: list[Sse] = []
         self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(10, read=30))
@@ -119,8 +123,8 @@ class RawClient:
         headers = {"Accept": accept, "Content-Type": "application/json"}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
-            if self.version_header:
-                headers["MCP-Protocol-Version"] = self.protocol
+            if self.version_header is not None:
+                headers["MCP-Protocol-Version"] = self.version_header
         return headers
 
     async def post(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
@@ -243,7 +247,11 @@ async def full_raw_flow(raw: RawClient) -> GetStream:
         return stream
 
 
-@pytest.mark.parametrize("version_header", [True, False], ids=["header", "no-header"])
+@pytest.mark.parametrize(
+    "version_header",
+    ["", None, "2025-11-25"],
+    ids=["header", "no-header", "header-newer-than-negotiated"],
+)
 async def test_a_2025_06_18_client_never_gets_an_event_without_data(lab, version_header) -> None:
     server, url = lab.server(update_delay_seconds=DELAY)
     lab.updater(update_delay_seconds=DELAY)
