@@ -327,6 +327,25 @@ async def test_a_get_resuming_a_post_stream_does_not_make_a_notification_deliver
     assert session["level"] == 4
 
 
+async def test_a_get_resuming_the_get_stream_still_makes_it_delivered(lab, redis_url) -> None:
+    server, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+    async with RawClient(url, "get-resumer", "2025-11-25") as raw:
+        await raw.initialize()
+        async with raw.get() as stream:
+            priming = await stream.next()
+        assert priming.id and not priming.data
+        await server.await_line(r"\[stream/close\] GET .*client=get-resumer/")
+        async with raw.get(last_event_id=priming.id) as stream:
+            await server.await_line(r"\[stream/open\] GET resumed .*client=get-resumer/")
+            await raw.request("resources/subscribe", {"uri": STATUS_URI})
+            message = await stream.next_message(float(DELAY) + BOUND)
+            assert message["method"] == "notifications/resources/updated"
+    session = client_entry(report_json(redis_url), "get-resumer")["sessions"][0]
+    assert session["checkpoints"]["notified"] is not None
+    assert session["dropped_notifications"] == 0
+
+
 # 4. Unadvertised list methods.
 
 
