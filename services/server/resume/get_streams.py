@@ -117,8 +117,12 @@ class StreamLogMiddleware:
                 stream.open("GET resumed")
                 await stream.evidence("in", "stream/open")
             else:
-                what = f"stream={resumed}" if resumed else "nothing to resume"
-                event("stream/resume", f"GET resumes a POST response stream ({what})", stream.peer)
+                detail = (
+                    f"GET resumes a POST response stream (stream={resumed})"
+                    if resumed
+                    else "GET with a Last-Event-ID that resumes nothing"
+                )
+                event("stream/resume", detail, stream.peer)
                 await stream.evidence("in", "stream/resume")
 
         token = _resumed.set(on_resumed)
