@@ -214,6 +214,13 @@ class LabSettings(BaseSettings):
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )
+    strict_methods: bool = Field(
+        False,
+        description=(
+            "Refuse tools/list and prompts/list with -32601 when not advertised "
+            "(by default they get empty lists)."
+        ),
+    )
 
     redis_url: RedisUrl = Field(
         DEFAULT_REDIS_URL,

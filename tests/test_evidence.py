@@ -60,7 +60,11 @@ async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> 
     )
     assert checkpoints["connected"] < checkpoints["notified"] < checkpoints["re_read"]
     assert full["sessions"][0]["reread_delay_ms"] >= 0
-    methods = [e["method"] for e in full["sessions"][0]["events"]]
+    recorded = [e["method"] for e in full["sessions"][0]["events"]]
+    # The GET stream's evidence (stream/open...) may come before the server has
+    # handled notifications/initialized: the client opens it on the 202.
+    assert "stream/open" in recorded
+    methods = [m for m in recorded if not m.startswith("stream/")]
     assert methods[:2] == ["initialize", "notifications/initialized"]
     assert "notifications/resources/updated" in methods
     reader = client_entry(data, "reader")

@@ -34,6 +34,7 @@ BAD: dict[str, str] = {
     "updates_channel": "",
     "send_list_changed": "maybe",
     "enable_tool": "sometimes",
+    "strict_methods": "perhaps",
     "log_level": "LOUD",
     "state_ttl_seconds": "10",
     "events_max": "5",

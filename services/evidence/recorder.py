@@ -88,6 +88,11 @@ class Recorder:
             _event(peer, "out", method, now_ms(), uri, None, delivered=True, resumed=True)
         )
 
+    async def stream(self, peer: Peer, direction: str, method: str) -> None:
+        """Record what happened to a GET stream of ``peer``: opened, resumed or closed
+        (``in``), or an event without data written on it (``out``, ``stream/priming``)."""
+        await self.record(_event(peer, direction, method, now_ms(), None, None))
+
     def middleware(
         self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]
     ) -> Callable[[ServerRequestContext[Any], CallNext], Any]:

@@ -43,6 +43,17 @@ CHECKPOINTS: tuple[str, ...] = tuple(lv.checkpoint for lv in LEVELS if lv.checkp
 UPDATED = "notifications/resources/updated"
 _CONNECT_METHODS = frozenset({"initialize", "server/discover"})
 _SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
+# List methods of capabilities the lab does not advertise by default.
+_UNADVERTISED_LISTS = ("tools/list", "prompts/list")
+METHOD_NOT_FOUND = -32601
+# Evidence of the session's GET streams (recorded by the server, not sent by the client).
+STREAM_OPEN, STREAM_RESUME = "stream/open", "stream/resume"
+STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
+_STREAM_METHODS = frozenset({STREAM_OPEN, STREAM_RESUME, STREAM_CLOSE, STREAM_PRIMING})
+# A GET stream that closes this soon after a data-less event, before any
+# notification, is taken as broken by it.
+BROKE_WITHIN_MS = 2000
+_MODERN_PROTOCOLS = frozenset({"2026-07-28"})
 
 
 @dataclass
@@ -194,7 +205,93 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
     if score.level == 6:
         notes.append("whether the new content reached the model (level 7) is not visible here")
+    notes.extend(_unadvertised_notes(score.events))
+    if 1 <= score.level <= 3:
+        notes.extend(_stop_notes(score))
     return notes
+
+
+def _unadvertised_notes(events: list[Event]) -> list[str]:
+    """What the client asked of capabilities the lab does not advertise."""
+    answered: list[str] = []
+    refused: list[str] = []
+    for event in events:
+        if event.direction != "in" or event.method not in _UNADVERTISED_LISTS:
+            continue
+        if event.error is None and event.method not in answered:
+            answered.append(event.method)
+        elif event.error == METHOD_NOT_FOUND and event.method not in refused:
+            refused.append(event.method)
+    notes: list[str] = []
+    if answered:
+        notes.append(
+            f"asked {', '.join(answered)} (not advertised by default; answered, not refused)"
+        )
+    if refused:
+        requests = [
+            e
+            for e in events
+            if e.direction == "in"
+            and e.method not in _STREAM_METHODS
+            and not e.method.startswith("notifications/")
+        ]
+        left = requests[-1].method in refused and requests[-1].error == METHOD_NOT_FOUND
+        tail = "and left after the error" if left else "refused with -32601"
+        notes.append(f"asked {', '.join(refused)} (not advertised) {tail}")
+    return notes
+
+
+def _stop_notes(score: SessionScore) -> list[str]:
+    """Why a session stopped at level 1-3, from what its evidence shows."""
+    events, notes = score.events, []
+    listens = [e for e in events if _ok(e, "in", {"subscriptions/listen"})]
+    if listens and not any(e.uri == REVIEW_STATUS.uri for e in listens):
+        if all(e.uri is None for e in listens):
+            notes.append("listen asked only for list-changed events, never for the resource")
+        else:
+            notes.append(f"listen named other resources, never {REVIEW_STATUS.uri}")
+    broke = _broken_after_priming(events)
+    if broke is not None:
+        notes.append(
+            f"stream broke after a data-less event: the GET stream closed {broke} ms after "
+            "a priming event, before any notification"
+        )
+    legacy_http = score.transport == "streamable-http" and score.protocol not in _MODERN_PROTOCOLS
+    methods = {e.method for e in events if e.direction == "in"}
+    if legacy_http and STREAM_OPEN not in methods:
+        if STREAM_RESUME in methods:
+            notes.append(
+                "never opened a GET stream for notifications (only GETs resuming a POST "
+                "response stream)"
+            )
+        else:
+            notes.append("never opened a GET stream")
+    failed = [e for e in events if e.direction == "in" and e.method in _SUBSCRIBE_METHODS]
+    failed = [e for e in failed if e.error is not None]
+    if failed:
+        notes.append(f"{failed[0].method} failed with error {failed[0].error}")
+    elif score.checkpoints["read_initial"] is None:
+        if score.protocol in _MODERN_PROTOCOLS:
+            notes.append("never sent a subscriptions/listen naming the resource")
+        else:
+            notes.append("never sent resources/subscribe")
+    return notes
+
+
+def _broken_after_priming(events: list[Event]) -> int | None:
+    """Milliseconds from a data-less event to the close of its GET stream, when
+    the stream closed within :data:`BROKE_WITHIN_MS` without a notification between."""
+    primed: int | None = None
+    for event in events:
+        if event.direction == "out" and event.method == STREAM_PRIMING:
+            primed = event.ts_ms
+        elif event.direction == "out" and event.method.startswith("notifications/"):
+            primed = None
+        elif event.direction == "in" and event.method == STREAM_CLOSE and primed is not None:
+            if event.ts_ms - primed <= BROKE_WITHIN_MS:
+                return event.ts_ms - primed
+            primed = None
+    return None
 
 
 def score_clients(events: Iterable[Event], runs: Iterable[str] = ()) -> list[ClientScore]:

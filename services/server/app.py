@@ -42,6 +42,7 @@ from services.server.resume.eventstore import RedisEventStore
 from services.server.resume.get_streams import StreamLogMiddleware
 from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_replica_id
 from services.server.sessions import SessionRegistry, Subscriber
+from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.server")
@@ -82,14 +83,25 @@ class Lab:
     replica: str
     catalog: Catalog
 
-    def peer(self, ctx: Context, client_info: Any = None) -> Peer:
-        """The peer behind a FastMCP handler's context."""
+    def peer(self, ctx: Context, init: Any = None) -> Peer:
+        """The peer behind a FastMCP handler's context (``init``: the params of
+        the ``initialize`` being handled, if it is one)."""
         request = ctx.request_context.request if ctx.request_context is not None else None
-        return make_peer(ctx.session, request, self.settings.path, client_info)
+        info = getattr(init, "client_info", None)
+        requested = getattr(init, "protocol_version", None)
+        return make_peer(ctx.session, request, self.settings.path, info, requested)
 
     def peer_of_request(self, ctx: ServerRequestContext[Any], client_info: Any) -> Peer:
         """The peer behind a low-level request context."""
-        return make_peer(ctx.session, ctx.request, self.settings.path, client_info)
+        requested = None
+        if ctx.method == "initialize" and isinstance(ctx.params, dict):
+            requested = ctx.params.get("protocolVersion")
+        return make_peer(ctx.session, ctx.request, self.settings.path, client_info, requested)
+
+    def protocol_of(self, session: str) -> str | None:
+        """The protocol ``session`` negotiated, once its ``initialize`` was handled here."""
+        peer = self.registry.peer(session)
+        return peer.protocol if peer is not None else None
 
     def scope(self, peer: Peer) -> str:
         return contract.scope_of(peer.session, self.settings.state_scope)
@@ -152,7 +164,7 @@ class EventLogMiddleware(Middleware):
         ctx = context.fastmcp_context
         if ctx is not None:
             params = getattr(context.message, "params", None)
-            peer = self._lab.peer(ctx, getattr(params, "client_info", None))
+            peer = self._lab.peer(ctx, params)
             self._lab.registry.remember(peer)
             if peer.transport != "streamable-http":
                 # On SSE and stdio the session's stream is the connection itself.
@@ -318,6 +330,9 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     )
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
+    if not settings.strict_methods:
+        lists = [m for m in EMPTY_LISTS if m in withdrawn]
+        answer_with_empty_lists(server, lists, lambda ctx: lab.peer_of_request(ctx, None))
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
     dashboard.add_routes(server, redis, lab.relay, registry, recorder)
 
@@ -358,7 +373,7 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
         # run by Starlette; FastMCP's own lifespan (the relay) runs once, above.
         app.router.routes.append(Mount("/", app=sse))
     if settings.resumable:
-        mcp_adapter.bind_session_event_stores(app, lab.event_store)
+        mcp_adapter.bind_session_event_stores(app, lab.event_store, lab.protocol_of)
         app.add_middleware(
             ResumeMiddleware,
             path=settings.path,
@@ -370,7 +385,9 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
             on_replayed=lab.replayed,
         )
     # Added last, so it is outermost: it sees every GET stream, resumed ones too.
-    app.add_middleware(StreamLogMiddleware, path=settings.path, registry=lab.registry)
+    app.add_middleware(
+        StreamLogMiddleware, path=settings.path, registry=lab.registry, record=lab.recorder.stream
+    )
     return app, lab
 
 

@@ -38,6 +38,19 @@ OnEnd = Callable[[Peer, str], Awaitable[None]]
 _CLEANUP_SECONDS = 5
 
 
+def asked_for(wanted: mcp_types.SubscriptionFilter) -> str:
+    """What a listen asks for, for its log line: the resources it names and the
+    list-changed events it wants (``none`` for either when empty)."""
+    resources = ",".join(dict.fromkeys(wanted.resource_subscriptions or [])) or "none"
+    kinds = {
+        "resources": wanted.resources_list_changed,
+        "tools": wanted.tools_list_changed,
+        "prompts": wanted.prompts_list_changed,
+    }
+    changed = ",".join(kind for kind, asked in kinds.items() if asked) or "none"
+    return f"resources={resources} list_changed={changed}"
+
+
 class StreamBus(InMemorySubscriptionBus):
     """The bus of one listen stream. Events published before the SDK's handler
     has subscribed (the stream registers, and its update may be relayed, a
@@ -85,6 +98,7 @@ class ListenStreams:
     ) -> mcp_types.SubscriptionsListenResult:
         peer = self._peer_of(ctx)
         requested = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
+        event("subscriptions/listen", f"opened {asked_for(params.notifications)}", peer)
         for uri in requested:
             if uri not in self._catalog:
                 # The spec honors a subscription to an unknown URI; it never fires.

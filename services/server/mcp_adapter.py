@@ -76,6 +76,23 @@ def withdraw_request_handlers(server: FastMCP, methods: Iterable[str]) -> None:
         server._mcp_server._request_handlers.pop(method, None)
 
 
+def hide_capabilities(server: FastMCP, names: Iterable[str]) -> None:
+    """Leave the capabilities ``names`` (``"tools"``, ``"prompts"``) out of what the
+    server advertises (initialize and server/discover), though it serves their methods.
+
+    The low-level server derives each capability from the presence of its list
+    handler; its ``get_capabilities`` is wrapped to drop them again.
+    """
+    low = server._mcp_server
+    derive = low.get_capabilities
+    hidden: dict[str, Any] = dict.fromkeys(names)
+
+    def get_capabilities(*args: Any, **kwargs: Any) -> Any:
+        return derive(*args, **kwargs).model_copy(update=hidden)
+
+    low.get_capabilities = get_capabilities  # type: ignore[method-assign]
+
+
 def on_session_end(session: ServerSession, callback: Callable[[], Awaitable[None]]) -> None:
     """Run ``callback`` once when the client session behind ``session`` ends."""
     session._connection.exit_stack.push_async_callback(callback)
@@ -108,13 +125,24 @@ def add_inbound_middleware(server: FastMCP, middleware: ServerMiddleware[Any]) -
     server._mcp_server.middleware.insert(0, middleware)
 
 
-def bind_session_event_stores(app: Starlette, make_store: Callable[[str], EventStore]) -> None:
-    """Give every Streamable HTTP session of ``app`` the event store ``make_store(session_id)``.
+def bind_session_event_stores(
+    app: Starlette,
+    make_store: Callable[[str], EventStore],
+    protocol_of: Callable[[str], str | None],
+) -> None:
+    """Give every Streamable HTTP session of ``app`` the event store ``make_store(session_id)``,
+    and prime its streams by the protocol it negotiated.
 
     FastMCP hands each session a store that knows only a random prefix, not the
     ``Mcp-Session-Id``; the lab keys what it stores by session id, so that any
     replica can find a session's events. The session manager exists only while
     the app's lifespan runs, so the binding is made when it starts.
+
+    The SDK decides whether a POST response (or a resumed stream) starts with a
+    data-less priming event from the request's ``MCP-Protocol-Version`` header
+    (2025-03-26 when absent). The lab decides it from ``protocol_of(session_id)``,
+    the version the session negotiated, once ``initialize`` has been handled
+    (before that, from the version ``initialize`` asks for, as the SDK does).
     """
     endpoint = next(
         route.endpoint
@@ -132,10 +160,22 @@ def bind_session_event_stores(app: Starlette, make_store: Callable[[str], EventS
             def admit_with_store(requestor: Any) -> Any:
                 transport = admit(requestor)
                 if transport is not None and transport.mcp_session_id:
-                    transport._event_store = make_store(transport.mcp_session_id)
+                    session_id = str(transport.mcp_session_id)
+                    transport._event_store = make_store(session_id)
+                    _prime_by_session(transport, lambda: protocol_of(session_id))
                 return transport
 
             manager._admit_session = admit_with_store  # type: ignore[method-assign]
             yield state
 
     app.router.lifespan_context = lifespan
+
+
+def _prime_by_session(transport: Any, negotiated: Callable[[], str | None]) -> None:
+    """Make ``transport`` mint priming events by the session's negotiated protocol."""
+    mint = transport._mint_priming_event
+
+    async def mint_for_session(stream_id: str, protocol_version: str) -> Any:
+        return await mint(stream_id, negotiated() or protocol_version)
+
+    transport._mint_priming_event = mint_for_session

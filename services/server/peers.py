@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.session import ServerSession
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 
 from services.logs import UNKNOWN_CLIENT, Peer
 from services.server import mcp_adapter
@@ -21,9 +25,27 @@ def transport_of(request: Any, mcp_path: str) -> str:
     return "streamable-http" if path.rstrip("/") == mcp_path.rstrip("/") else "sse"
 
 
-def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: Any = None) -> Peer:
-    """The session and client behind a message. ``client_info`` is the raw
-    ``clientInfo`` while ``initialize`` itself is handled (not stored yet)."""
+def negotiated_protocol(requested: Any) -> str:
+    """The version ``initialize`` settles on when a client asks for ``requested``:
+    the same one if the lab speaks it over the handshake, else the newest it does
+    (the SDK's rule; it answers the client with this version)."""
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def make_peer(
+    session: ServerSession,
+    request: Any,
+    mcp_path: str,
+    client_info: Any = None,
+    requested_protocol: Any = None,
+) -> Peer:
+    """The session and client behind a message.
+
+    While ``initialize`` itself is handled, the session knows neither the client
+    nor the protocol yet (the SDK commits both after the handler chain), so the
+    caller passes the raw ``clientInfo`` and the ``protocolVersion`` the client
+    asked for; the peer carries the version that is being negotiated.
+    """
     if client_info is None and session.client_params is not None:
         client_info = session.client_params.client_info
     if isinstance(client_info, dict):
@@ -32,7 +54,10 @@ def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: 
         name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
     client_name = str(name) if name else UNKNOWN_CLIENT
     client_version = str(version) if version else "?"
-    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    protocol = session.protocol_version
+    if requested_protocol is not None:
+        protocol = negotiated_protocol(requested_protocol)
+    if protocol in MODERN_PROTOCOL_VERSIONS:
         # 2026-07-28 has no sessions: every request stands alone. The lab keys a
         # modern client by its clientInfo, so its reads and its listen agree.
         key = f"{MODERN_SESSION_PREFIX}{client_name}/{client_version}"
@@ -42,6 +67,6 @@ def make_peer(session: ServerSession, request: Any, mcp_path: str, client_info: 
         session=key,
         client_name=client_name,
         client_version=client_version,
-        protocol=session.protocol_version,
+        protocol=protocol,
         transport=transport_of(request, mcp_path),
     )

@@ -2,22 +2,37 @@
 // The lab's ideal client flow, run by the official TypeScript MCP SDK over
 // Streamable HTTP (the legacy initialize-based flow, protocol 2025-06-18/2025-11-25).
 //
-//   node flow.mjs <mcp-url> [--client-name NAME] [--timeout SECONDS]
+//   node flow.mjs <mcp-url> [--client-name NAME] [--timeout SECONDS] [--sdk current|2025-06-18]
+//                 [--strict-transport]
+//
+// --sdk picks the installed SDK (see SDKS). --strict-transport fails the flow
+// (exit 3) on any transport error the SDK reports, as Gemini CLI does: it marks
+// the server disconnected on the first one.
 //
 // Prints one JSON object per line on stdout, one per step; on failure the last
 // line is {"step":"error",...} and the exit code is 1 (2 when the
 // notifications/resources/updated never came within the timeout).
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const URI = 'test://review/status';
-// The SDK's package.json is not in its "exports", so read it from the install here.
-const SDK_VERSION = JSON.parse(
-  readFileSync(new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url), 'utf8'),
-).version;
+// The installed SDKs (package.json): the current one, and an older one whose
+// latest protocol is 2025-06-18 (the generation Gemini CLI and Codex speak).
+const SDKS = {
+  current: '@modelcontextprotocol/sdk',
+  '2025-06-18': 'sdk-2025-06-18',
+};
+
+// The SDK's modules, and its version (its package.json is not in its "exports",
+// so it is read from the install here).
+async function loadSdk(pkg) {
+  const { Client } = await import(`${pkg}/client/index.js`);
+  const { StreamableHTTPClientTransport } = await import(`${pkg}/client/streamableHttp.js`);
+  const { ResourceUpdatedNotificationSchema } = await import(`${pkg}/types.js`);
+  const manifest = new URL(`./node_modules/${pkg}/package.json`, import.meta.url);
+  const version = JSON.parse(readFileSync(manifest, 'utf8')).version;
+  return { Client, StreamableHTTPClientTransport, ResourceUpdatedNotificationSchema, version };
+}
 
 const emit = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
@@ -62,11 +77,19 @@ async function main() {
     options: {
       'client-name': { type: 'string', default: 'ts-sdk-client' },
       timeout: { type: 'string', default: '20' },
+      sdk: { type: 'string', default: 'current' },
+      'strict-transport': { type: 'boolean', default: false },
     },
   });
   if (positionals.length !== 1) {
-    throw new FlowError('usage: node flow.mjs <mcp-url> [--client-name NAME] [--timeout SECONDS]');
+    throw new FlowError(
+      'usage: node flow.mjs <mcp-url> [--client-name NAME] [--timeout SECONDS] ' +
+        '[--sdk current|2025-06-18] [--strict-transport]',
+    );
   }
+  if (!(values.sdk in SDKS)) throw new FlowError(`bad --sdk: ${values.sdk}`);
+  const { Client, StreamableHTTPClientTransport, ResourceUpdatedNotificationSchema, version } =
+    await loadSdk(SDKS[values.sdk]);
   const url = new URL(positionals[0]);
   const timeoutMs = Number(values.timeout) * 1000;
   if (!(timeoutMs > 0)) throw new FlowError(`bad --timeout: ${values.timeout}`);
@@ -100,21 +123,33 @@ async function main() {
   getStream.promise.catch(() => {}); // handled where awaited
 
   const transport = new StreamableHTTPClientTransport(url, { fetch: watchingFetch });
-  const client = new Client({ name: values['client-name'], version: SDK_VERSION });
+  const client = new Client({ name: values['client-name'], version });
   let closing = false;
-  // Transport errors that do not fail a request (e.g. the GET stream breaking) land
-  // here; they go to stderr so stdout stays one JSON object per line.
+  // Transport errors that do not fail a request (e.g. the GET stream breaking, an
+  // SSE event it cannot parse) land here; they go to stderr so stdout stays one
+  // JSON object per line. With --strict-transport the first one fails the flow.
+  const transportError = deferred();
+  transportError.promise.catch(() => {}); // handled where awaited
+  let failed = null;
   client.onerror = (error) => {
-    if (!closing) process.stderr.write(`[sdk onerror] ${describe(error)}\n`);
+    if (closing) return;
+    process.stderr.write(`[sdk onerror] ${describe(error)}\n`);
+    if (values['strict-transport']) {
+      failed ??= new FlowError(`transport error: ${describe(error)}`, 3);
+      transportError.reject(failed);
+    }
   };
+  // Each step races the first transport error (that promise never resolves, only rejects).
+  const step = (promise) => Promise.race([promise, transportError.promise]);
 
   try {
     // 1. initialize (+ notifications/initialized, which starts the GET stream).
-    await within(client.connect(transport), timeoutMs, 'initialize timed out');
+    await within(step(client.connect(transport)), timeoutMs, 'initialize timed out');
     const capabilities = client.getServerCapabilities() ?? {};
     emit({
       step: 'initialized',
       protocolVersion: transport.protocolVersion,
+      sdk: `${SDKS[values.sdk]}@${version}`,
       sessionId: transport.sessionId,
       server: client.getServerVersion(),
       capabilities,
@@ -124,13 +159,13 @@ async function main() {
     }
 
     // 2. resources/list
-    const { resources } = await client.listResources(undefined, { timeout: timeoutMs });
+    const { resources } = await step(client.listResources(undefined, { timeout: timeoutMs }));
     const uris = resources.map((r) => r.uri);
     emit({ step: 'listed', uris });
     if (!uris.includes(URI)) throw new FlowError(`${URI} not listed`);
 
     // 3. resources/read: version 1
-    const first = versionOf(await client.readResource({ uri: URI }, { timeout: timeoutMs }));
+    const first = versionOf(await step(client.readResource({ uri: URI }, { timeout: timeoutMs })));
     emit({ step: 'read', ...first });
     if (first.version !== 1) throw new FlowError(`expected version 1, read ${first.version}`);
 
@@ -139,15 +174,15 @@ async function main() {
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
       if (notification.params.uri === URI) updated.resolve(notification.params);
     });
-    const status = await within(getStream.promise, timeoutMs, 'GET stream not open in time');
+    const status = await within(step(getStream.promise), timeoutMs, 'GET stream not open in time');
     emit({ step: 'stream_open', status });
-    await client.subscribeResource({ uri: URI }, { timeout: timeoutMs });
+    await step(client.subscribeResource({ uri: URI }, { timeout: timeoutMs }));
     const subscribedAt = Date.now();
     emit({ step: 'subscribed', uri: URI });
 
     // 5. notifications/resources/updated on the GET stream, bounded.
     const params = await within(
-      updated.promise,
+      step(updated.promise),
       timeoutMs,
       `no notifications/resources/updated within ${values.timeout} s`,
       2,
@@ -155,12 +190,13 @@ async function main() {
     emit({ step: 'notified', uri: params.uri, afterMs: Date.now() - subscribedAt });
 
     // 6. resources/read again: version 2
-    const second = versionOf(await client.readResource({ uri: URI }, { timeout: timeoutMs }));
+    const second = versionOf(await step(client.readResource({ uri: URI }, { timeout: timeoutMs })));
     emit({ step: 'read', ...second });
     if (second.version !== 2) throw new FlowError(`expected version 2, read ${second.version}`);
 
     // 7. unsubscribe, end the session (HTTP DELETE), close the transport.
-    await client.unsubscribeResource({ uri: URI }, { timeout: timeoutMs });
+    await step(client.unsubscribeResource({ uri: URI }, { timeout: timeoutMs }));
+    if (failed) throw failed;
     emit({ step: 'unsubscribed', uri: URI });
     closing = true;
     await transport.terminateSession(); // client.close() alone does not send DELETE

@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract
+from services.server.resume.get_streams import report_resumed_stream
 
 logger = logging.getLogger("mcp_lab.resume")
 
@@ -143,7 +144,15 @@ class RedisEventStore(EventStore):
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
-        """Send the events of ``last_event_id``'s stream that came after it."""
+        """Send the events of ``last_event_id``'s stream that came after it; the
+        stream, which the GET being served is told (it may not be the GET stream)."""
+        stream = await self._replay(last_event_id, send_callback)
+        await report_resumed_stream(stream)
+        return stream
+
+    async def _replay(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
                 found = await events_after(self._redis, self._session, last_event_id)

@@ -1,17 +1,49 @@
-"""Logs when a session's standalone GET stream opens and closes.
+"""Which GET of a session is its notification stream, and when it opens and closes.
 
-A notification can only reach a Streamable HTTP client while its GET stream is
-open (the SDK drops it otherwise, silently), so the log must show both ends.
+A notification can only reach a Streamable HTTP client while its standalone GET
+stream is open (the SDK drops it otherwise, silently), so the log and the
+evidence must show both ends, and only of that stream. A GET without
+``Last-Event-ID`` is the standalone stream. A GET with one resumes the stream
+that event was sent on: the standalone stream (then it carries notifications
+again), or a POST response stream (TypeScript-SDK clients reopen those on their
+own); the event store reports which, through :func:`report_resumed_stream`.
+Only the standalone stream makes the session count as reachable.
+
+The evidence record gets ``stream/open``, ``stream/resume`` (a GET that resumes
+a POST response stream), ``stream/close``, and ``stream/priming`` (out: an event
+without data was written on the stream), for sessions held here.
 """
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+
+import anyio
+from mcp.server.streamable_http import GET_STREAM_KEY
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.logs import Peer, event
 from services.server.sessions import SessionRegistry
 
 _SESSION_HEADER = b"mcp-session-id"
+_LAST_EVENT_HEADER = b"last-event-id"
+_CLOSE_RECORD_SECONDS = 2.0
+
+# Records one stream event: (peer, direction, method).
+RecordStream = Callable[[Peer, str, str], Awaitable[None]]
+_OnResumed = Callable[[str | None], Awaitable[None]]
+
+# The GET being served, told which stream its Last-Event-ID resumed.
+_resumed: ContextVar[_OnResumed | None] = ContextVar("mcp_lab_resumed_stream", default=None)
+
+
+async def report_resumed_stream(stream: str | None) -> None:
+    """Tell the GET being served which stream its ``Last-Event-ID`` resumed
+    (``None``: none, nothing will be sent on it). Called by whoever replays."""
+    on_resumed = _resumed.get()
+    if on_resumed is not None:
+        await on_resumed(stream)
 
 
 def is_get_stream(scope: Scope, path: str) -> bool:
@@ -23,33 +55,106 @@ def is_get_stream(scope: Scope, path: str) -> bool:
     )
 
 
-class StreamLogMiddleware:
-    """ASGI middleware: ``[stream/open]`` and ``[stream/close]`` for GET on the MCP path."""
+def has_dataless_event(body: bytes) -> bool:
+    """Whether SSE text ``body`` holds an event (not a comment) without data."""
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        fields = [line for line in block.split(b"\n") if line and not line.startswith(b":")]
+        if not fields:
+            continue
+        data = [line[5:].strip() for line in fields if line.startswith(b"data:")]
+        if not any(data):
+            return True
+    return False
 
-    def __init__(self, app: ASGIApp, path: str, registry: SessionRegistry) -> None:
+
+class StreamLogMiddleware:
+    """ASGI middleware on GET of the MCP path: marks the session's notification
+    stream open and closed, logs ``[stream/open]``, ``[stream/resume]`` and
+    ``[stream/close]``, and records them."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        path: str,
+        registry: SessionRegistry,
+        record: RecordStream | None = None,
+    ) -> None:
         self._app = app
         self._path = path
         self._registry = registry
+        self._record = record
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not is_get_stream(scope, self._path):
             await self._app(scope, receive, send)
             return
-        session = dict(scope["headers"]).get(_SESSION_HEADER, b"").decode("latin-1")
-        peer = self._registry.peer(session) or Peer(session=session or "-")
-        status: list[int] = []
+        headers = dict(scope["headers"])
+        session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
+        resuming = bool(headers.get(_LAST_EVENT_HEADER))
+        known = self._registry.peer(session) if session else None
+        # Only sessions held here are recorded: their peer (client, protocol) is known.
+        record = self._record if known is not None else None
+        stream = _Stream(self._registry, known or Peer(session=session or "-"), record)
 
-        async def watch(message: dict) -> None:  # type: ignore[type-arg]
+        async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status.append(message["status"])
-                if message["status"] == 200:
-                    self._registry.stream_opened(peer.session)
-                    event("stream/open", "GET", peer)
+                started = message["status"] == 200
+                if started and not resuming:
+                    stream.open("GET")
+                await send(message)
+                if stream.opened:
+                    await stream.evidence("in", "stream/open")
+                return
+            body = message.get("body", b"")
+            primed = stream.opened and not stream.primed and has_dataless_event(body)
             await send(message)
+            if primed:
+                stream.primed = True
+                await stream.evidence("out", "stream/priming")
 
+        async def on_resumed(resumed: str | None) -> None:
+            if resumed == GET_STREAM_KEY:
+                stream.open("GET resumed")
+                await stream.evidence("in", "stream/open")
+            else:
+                detail = (
+                    f"GET resumes a POST response stream (stream={resumed})"
+                    if resumed
+                    else "GET with a Last-Event-ID that resumes nothing"
+                )
+                event("stream/resume", detail, stream.peer)
+                await stream.evidence("in", "stream/resume")
+
+        token = _resumed.set(on_resumed)
         try:
             await self._app(scope, receive, watch)
         finally:
-            if status and status[0] == 200:
-                self._registry.stream_closed(peer.session)
-                event("stream/close", "GET", peer)
+            _resumed.reset(token)
+            if stream.opened:
+                self._registry.stream_closed(stream.peer.session)
+                event("stream/close", "GET", stream.peer)
+                # Recorded even when the request is being cancelled, within a bound.
+                with anyio.move_on_after(_CLOSE_RECORD_SECONDS, shield=True):
+                    await stream.evidence("in", "stream/close")
+
+
+class _Stream:
+    """One GET being served: whether it is the session's notification stream."""
+
+    def __init__(self, registry: SessionRegistry, peer: Peer, record: RecordStream | None) -> None:
+        self._registry = registry
+        self.peer = peer
+        self._record = record
+        self.opened = False
+        self.primed = False
+
+    def open(self, how: str) -> None:
+        if self.opened:
+            return
+        self.opened = True
+        self._registry.stream_opened(self.peer.session)
+        event("stream/open", how, self.peer)
+
+    async def evidence(self, direction: str, method: str) -> None:
+        if self._record is not None:
+            await self._record(self.peer, direction, method)

@@ -5,7 +5,8 @@ Two jobs, both on ``GET <mcp path>``:
 * **Priming.** A fresh GET stream of a session held here starts with an event
   that has an id and no data, so a client whose stream drops before any
   notification still has a ``Last-Event-ID`` to resume from. (The SDK primes
-  POST streams only.)
+  POST streams only.) Only sessions that negotiated 2025-11-25 or later get it
+  (see :mod:`services.server.resume.priming`).
 * **Resuming elsewhere.** A GET with ``Last-Event-ID`` for a session held by
   another live replica is served here from Redis: the events the client missed,
   then each new one as the owner stores it, until the client leaves or the
@@ -36,7 +37,8 @@ from services.server.resume.eventstore import (
     encode,
     events_after,
 )
-from services.server.resume.get_streams import is_get_stream
+from services.server.resume.get_streams import is_get_stream, report_resumed_stream
+from services.server.resume.priming import takes_priming
 from services.server.sessions import SessionRegistry
 
 logger = logging.getLogger("mcp_lab.resume")
@@ -109,9 +111,11 @@ class ResumeMiddleware:
         headers = dict(scope["headers"])
         session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
         last_event_id = headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
-        held_here = bool(session) and self._registry.peer(session) is not None
-        if held_here and not last_event_id:
-            await self._app(scope, receive, self._priming(session, send))
+        peer = self._registry.peer(session) if session else None
+        held_here = peer is not None
+        if peer is not None and not last_event_id:
+            primed = takes_priming(peer.protocol)
+            await self._app(scope, receive, self._priming(session, send) if primed else send)
             return
         if session and last_event_id and not held_here:
             try:
@@ -158,6 +162,7 @@ class ResumeMiddleware:
         else:
             stream, missed = found
             cursor = missed[-1][0] if missed else last_event_id
+        await report_resumed_stream(stream)
         logger.info(
             "[resume] serving session=%s for its owner replica: stream=%s replayed=%d",
             session,
