@@ -73,12 +73,6 @@ def test_claude_code_reads_twice_without_subscribing_and_its_model_sees_v2() -> 
     assert row["exit_code"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lab bug on this branch: the server sends Gemini CLI (2025-06-18 SDK) data-less "
-    "priming events, its SDK fails on them and marks the server disconnected, so every "
-    "read_mcp_resource call fails; fixed separately. Remove this marker when it passes.",
-)
 def test_gemini_cli_reads_through_its_tool_and_its_model_sees_v2() -> None:
     row = run_client("gemini-cli")
     assert row["client_info"] == "gemini-cli-mcp-client/0.61.0", row
@@ -89,12 +83,6 @@ def test_gemini_cli_reads_through_its_tool_and_its_model_sees_v2() -> None:
     assert row["level"] == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lab bug on this branch: tools/list answers -32601 when no tool is advertised, "
-    "and Codex then gives up on the server for the whole run (every read_mcp_resource call "
-    "fails with 'MCP startup failed'); fixed separately. Remove this marker when it passes.",
-)
 def test_codex_reads_through_its_tool_and_its_model_sees_v2() -> None:
     row = run_client("codex")
     assert row["client_info"] == "codex-mcp-client/0.171.0", row
