@@ -102,6 +102,20 @@ def test_a_stream_that_stays_open_long_after_priming_did_not_break() -> None:
     assert not any("broke" in note for note in score_session(events).notes)
 
 
+def test_a_stream_closed_after_the_client_went_on_working_did_not_break() -> None:
+    # Claude Code in -p mode: it reads twice over the open stream, then exits, all
+    # within a second of the priming event. The close is the end of its run.
+    events = [
+        CONNECT,
+        _stream(1010, "stream/open"),
+        _stream(1011, "stream/priming", "out"),
+        READ_1,
+        ev(1300, "resources/read", uri=STATUS_URI, version=2),
+        _stream(1470, "stream/close"),
+    ]
+    assert not any("broke" in note for note in score_session(events).notes)
+
+
 def test_never_opening_a_get_stream_is_noted() -> None:
     score = score_session([CONNECT, LIST, READ_1])
     assert score.level == 3

@@ -228,13 +228,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
             f"asked {', '.join(answered)} (not advertised by default; answered, not refused)"
         )
     if refused:
-        requests = [
-            e
-            for e in events
-            if e.direction == "in"
-            and e.method not in _STREAM_METHODS
-            and not e.method.startswith("notifications/")
-        ]
+        requests = [e for e in events if _is_request(e)]
         left = requests[-1].method in refused and requests[-1].error == METHOD_NOT_FOUND
         tail = "and left after the error" if left else "refused with -32601"
         notes.append(f"asked {', '.join(refused)} (not advertised) {tail}")
@@ -278,14 +272,27 @@ def _stop_notes(score: SessionScore) -> list[str]:
     return notes
 
 
+def _is_request(event: Event) -> bool:
+    """A request of the client (not a notification, not a stream record)."""
+    return (
+        event.direction == "in"
+        and event.method not in _STREAM_METHODS
+        and not event.method.startswith("notifications/")
+    )
+
+
 def _broken_after_priming(events: list[Event]) -> int | None:
     """Milliseconds from a data-less event to the close of its GET stream, when
-    the stream closed within :data:`BROKE_WITHIN_MS` without a notification between."""
+    the stream closed within :data:`BROKE_WITHIN_MS` with neither a notification
+    nor a request of the client between (a client that went on working over the
+    stream, then closed it, ended its run: it did not break on the event)."""
     primed: int | None = None
     for event in events:
         if event.direction == "out" and event.method == STREAM_PRIMING:
             primed = event.ts_ms
         elif event.direction == "out" and event.method.startswith("notifications/"):
+            primed = None
+        elif _is_request(event):
             primed = None
         elif event.direction == "in" and event.method == STREAM_CLOSE and primed is not None:
             if event.ts_ms - primed <= BROKE_WITHIN_MS:
