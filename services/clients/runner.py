@@ -259,7 +259,7 @@ def to_row(spec: ClientSpec, version: str, scenario: str, outcome: Outcome, seco
             )
         if record.read_tool is not None:
             whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
-            row.notes.append(f"the model read through {whose} {record.read_tool}")
+            row.notes.append(f"the model used {whose} {record.read_tool}")
         if record.tool_results and not record.versions_seen:
             first = record.tool_results[0].replace("\n", " ")
             row.notes.append(f"the read tool gave the model no resource content: {first[:120]}")
