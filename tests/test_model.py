@@ -15,7 +15,15 @@ from typing import Any
 import httpx2
 import pytest
 
-from services.clients.model import ScriptedModel, fill_schema, pick_read_tool, serve
+from services.clients.model import (
+    VIA_RESOURCE_TOOL,
+    VIA_SERVER_TOOL,
+    ScriptedModel,
+    fill_schema,
+    pick_read_tool,
+    pick_tool,
+    serve,
+)
 
 URI = "test://review/status"
 V1 = "status: pending\nversion: 1\nmessage: x"
@@ -82,7 +90,7 @@ def check_record(run: Run, api: str) -> None:
     assert run.updates == 1
     assert record.api == api
     assert record.tools_offered == ["list_mcp_resources", "read_mcp_resource"]
-    assert record.read_tool == "read_mcp_resource"
+    assert (record.read_tool, record.read_via) == ("read_mcp_resource", VIA_RESOURCE_TOOL)
     assert record.tool_calls == 2
     assert record.versions_seen == [1, 2]
     assert record.saw_v1 and record.saw_v2
@@ -293,21 +301,69 @@ async def test_bad_requests_are_clear_errors_and_the_model_keeps_serving() -> No
     assert run.model.record.requests == 1
 
 
-async def test_no_read_tool_means_a_text_answer_naming_the_tools() -> None:
+async def test_without_a_read_tool_the_model_reads_through_the_servers_tool() -> None:
+    """Copilot offers its model no resource tool: with the lab's tool enabled, the model
+    calls that (``lab-get_review_status``, no arguments) twice, around the update."""
     run = Run()
-    tools = [{"type": "function", "function": {"name": "lab-get_review_status", "parameters": {}}}]
+    tools = [
+        {"type": "function", "function": {"name": "view", "parameters": READ_SCHEMA}},
+        {
+            "type": "function",
+            "function": {
+                "name": "lab-get_review_status",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        },
+    ]
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def post(results: list[str]) -> dict:
+            messages: list[dict] = [{"role": "user", "content": "go"}]
+            for i, text in enumerate(results):
+                messages.append({"role": "assistant", "tool_calls": [{"id": f"c{i}"}]})
+                messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
+            body = {"model": "m", "messages": messages, "tools": tools}
+            return (await http.post("/v1/chat/completions", json=body)).json()["choices"][0]
+
+        for results in ([], [V1]):
+            call = (await post(results))["message"]["tool_calls"][0]["function"]
+            assert (call["name"], json.loads(call["arguments"])) == ("lab-get_review_status", {})
+        assert "status reviewed (version 2)" in (await post([V1, V2]))["message"]["content"]
+    record = run.model.record
+    assert run.updates == 1
+    assert (record.read_tool, record.read_via) == ("lab-get_review_status", VIA_SERVER_TOOL)
+    assert record.tool_calls == 2 and record.versions_seen == [1, 2]
+
+
+async def test_no_read_tool_nor_server_tool_means_a_text_answer_naming_the_tools() -> None:
+    run = Run()
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {}}}
+        for name in ("bash", "view")
+    ]
     async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
         body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tools": tools}
         reply = (await http.post("/v1/chat/completions", json=body)).json()
-    assert "lab-get_review_status" in reply["choices"][0]["message"]["content"]
-    assert run.model.record.tool_calls == 0 and not run.model.record.saw_v1
+    assert "bash, view" in reply["choices"][0]["message"]["content"]
+    record = run.model.record
+    assert record.tool_calls == 0 and not record.saw_v1 and record.read_tool is None
     assert run.updates == 0
 
 
-def test_pick_read_tool_and_fill_schema() -> None:
+def test_pick_tool_prefers_the_clis_resource_tool_and_fill_schema() -> None:
     assert pick_read_tool(["ListMcpResourcesTool", "ReadMcpResourceTool"]) == "ReadMcpResourceTool"
     assert pick_read_tool(["mcp_lab_x", "list_mcp_resource_templates"]) is None
     assert pick_read_tool(["lab_read_resource"]) == "lab_read_resource"
+    # The server's tool under each CLI's prefix, used only when no resource tool is offered.
+    for name in (
+        "mcp__lab__get_review_status",
+        "mcp_lab_get_review_status",
+        "lab_get_review_status",
+        "lab-get_review_status",
+    ):
+        assert pick_tool(["bash", name]) == (name, VIA_SERVER_TOOL)
+        assert pick_tool([name, "read_mcp_resource"]) == ("read_mcp_resource", VIA_RESOURCE_TOOL)
+    assert pick_tool(["bash", "get_review_status_history_x"]) is None
     schema = {
         "type": "object",
         "properties": {

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from services.clients.matrix import SCENARIO_CHOICES
 from services.clients.pins import CLIENTS, known, parse_versions
 
 
@@ -34,6 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=X",
         help="run version X of client NAME instead of the pinned one (repeatable)",
     )
+    run.add_argument(
+        "--scenario",
+        choices=list(SCENARIO_CHOICES),
+        default="both",
+        help="run each client against a lab without the server's tool (no-tool), with it "
+        "(tool: MCP_TEST_ENABLE_TOOL=true), or both, one after the other (default)",
+    )
     run.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     run.add_argument(
         "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
@@ -49,7 +57,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from services.clients import runner
+    from services.clients import matrix, runner
 
     names = args.client or list(CLIENTS)
     unknown = [n for n in names if n not in CLIENTS]
@@ -61,11 +69,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
-    rows = asyncio.run(runner.run_clients(names, versions, args.timeout))
+    scenarios = SCENARIO_CHOICES[args.scenario]
+    rows = asyncio.run(runner.run_clients(names, versions, args.timeout, scenarios))
     if args.format == "json":
-        print(runner.to_json(rows))
+        print(matrix.to_json(rows))
     elif args.format == "markdown":
-        print(runner.to_markdown(rows), end="")
+        print(matrix.to_markdown(rows), end="")
     else:
-        print(runner.to_table(rows))
+        print(matrix.to_table(rows))
     return 0

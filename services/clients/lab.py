@@ -3,7 +3,8 @@
 The processes are the same ones ``mcp-lab up`` runs, on free loopback ports, with
 their output kept (for waiting on a line, and for the run's logs). The state scope
 is ``shared``: the runner's update (target ``*``) bumps the one state every session
-reads, so a client that re-reads without subscribing still meets version 2.
+reads, so a client that re-reads without subscribing still meets version 2. The
+scenario decides ``MCP_TEST_ENABLE_TOOL`` (whether the server offers its tool).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from services.cli.embedded_redis import free_port, start_redis
 from services.evidence import reader
 
 _READY_TIMEOUT = 30.0
-_FORCED = frozenset({"REDIS_URL", "MCP_TEST_HOST", "MCP_TEST_PORT", "MCP_TEST_STATE_SCOPE"})
+_FORCED = frozenset(
+    {
+        "REDIS_URL",
+        "MCP_TEST_HOST",
+        "MCP_TEST_PORT",
+        "MCP_TEST_STATE_SCOPE",
+        "MCP_TEST_ENABLE_TOOL",
+    }
+)
 _STOP_TIMEOUT = 10.0
 
 
@@ -141,9 +150,9 @@ class Lab:
             await redis.aclose()
 
 
-def _env(redis_url: str, port: int) -> dict[str, str]:
-    """The caller's environment (``MCP_TEST_*`` settings included, e.g. ENABLE_TOOL),
-    with the Redis, port and scope of this lab; a .env file is not read (the lab runs in
+def _env(redis_url: str, port: int, enable_tool: bool) -> dict[str, str]:
+    """The caller's environment (``MCP_TEST_*`` settings included), with the Redis,
+    port, scope and tool setting of this lab; a .env file is not read (the lab runs in
     the run's own directory)."""
     env = {k: v for k, v in os.environ.items() if k not in _FORCED}
     env.update(
@@ -152,18 +161,20 @@ def _env(redis_url: str, port: int) -> dict[str, str]:
         MCP_TEST_PORT=str(port),
         MCP_TEST_HOST="127.0.0.1",
         MCP_TEST_STATE_SCOPE=contract.SHARED_SCOPE,
+        MCP_TEST_ENABLE_TOOL="true" if enable_tool else "false",
     )
     return env
 
 
 @asynccontextmanager
-async def running_lab(workdir: Path) -> AsyncIterator[Lab]:
-    """Start Redis, server and updater (each waited for), and a new observation run."""
+async def running_lab(workdir: Path, enable_tool: bool = False) -> AsyncIterator[Lab]:
+    """Start Redis, server and updater (each waited for), and a new observation run;
+    with ``enable_tool`` the server offers ``get_review_status``."""
     redis = await asyncio.to_thread(start_redis, free_port())
     processes: list[Process] = []
     try:
         port = free_port()
-        env = _env(redis.url, port)
+        env = _env(redis.url, port, enable_tool)
         python = [sys.executable, "-m", "services"]
         server = await Process.start("server", [*python, "server"], env, workdir)
         processes.append(server)

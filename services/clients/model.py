@@ -9,7 +9,9 @@ OpenAI Chat Completions (``POST /v1/chat/completions``) and Gemini
 Whatever the API, the model follows one script (see :meth:`ScriptedModel.decide`):
 
 1. it calls the CLI's resource-read tool (found by name among the offered tools,
-   its arguments filled from the tool's JSON schema: server name and URI);
+   its arguments filled from the tool's JSON schema: server name and URI); when the
+   CLI offers none, it calls the server's own tool (``get_review_status``, under
+   whatever prefix the CLI gives it), if the server offers one;
 2. when the first tool result comes back it awaits the ``on_first_result`` hook
    (the runner publishes the lab's update there), then calls the tool again;
 3. after the second result it answers in plain text.
@@ -58,6 +60,9 @@ logger = logging.getLogger("mcp_lab.model")
 
 # Names under which the CLIs offer "read an MCP resource" to their model.
 READ_TOOL_NAMES = ("ReadMcpResourceTool", "read_mcp_resource")
+# The lab's own tool (``MCP_TEST_ENABLE_TOOL``); each CLI prefixes it with the server's name.
+SERVER_TOOL = "get_review_status"
+VIA_RESOURCE_TOOL, VIA_SERVER_TOOL = "resource tool", "server tool"
 _VERSION = re.compile(r"version: (\d+)")
 
 
@@ -68,7 +73,8 @@ class ModelRecord:
     api: str | None = None
     requests: int = 0
     tools_offered: list[str] = field(default_factory=list)
-    read_tool: str | None = None
+    read_tool: str | None = None  # the tool the model read the resource with
+    read_via: str | None = None  # VIA_RESOURCE_TOOL (the CLI's) or VIA_SERVER_TOOL (the lab's)
     tool_calls: int = 0
     tool_results: list[str] = field(default_factory=list)
     answer: str | None = None
@@ -129,6 +135,22 @@ def pick_read_tool(names: list[str]) -> str | None:
     return None
 
 
+def pick_server_tool(names: list[str]) -> str | None:
+    """The offered tool that is the lab's ``get_review_status``, whatever its prefix
+    (``mcp__lab__``, ``mcp_lab_``, ``lab_``, ``lab-``)."""
+    return next((name for name in names if name.endswith(SERVER_TOOL)), None)
+
+
+def pick_tool(names: list[str]) -> tuple[str, str] | None:
+    """The tool the model reads with, and which kind it is: the CLI's resource-read
+    tool when offered, else the server's tool."""
+    tool = pick_read_tool(names)
+    if tool is not None:
+        return tool, VIA_RESOURCE_TOOL
+    tool = pick_server_tool(names)
+    return (tool, VIA_SERVER_TOOL) if tool is not None else None
+
+
 UpdateHook = Callable[[], Awaitable[None]]
 
 
@@ -168,12 +190,17 @@ class ScriptedModel:
         names = list(turn.tools)
         if not record.tools_offered:
             record.tools_offered = names
-        tool = pick_read_tool(names)
-        record.read_tool = record.read_tool or tool
+        picked = pick_tool(names)
         if len(turn.results) > len(record.tool_results):
             record.tool_results = list(turn.results)
-        if tool is None:
-            return self._answer(f"No resource-read tool was offered (tools: {', '.join(names)}).")
+        if picked is None:
+            return self._answer(
+                f"Neither a resource-read tool nor the server's {SERVER_TOOL} was offered "
+                f"(tools: {', '.join(names)})."
+            )
+        tool, kind = picked
+        if record.read_tool is None:
+            record.read_tool, record.read_via = tool, kind
         arguments = fill_schema(turn.tools[tool], {"server": self.server_name, "uri": self.uri})
         if not turn.results:
             record.tool_calls += 1

@@ -7,6 +7,8 @@ HOME of its own, and runs the CLI non-interactively with a timeout. When the mod
 receives the first tool result, the runner publishes the lab's update (target ``*``)
 while the CLI is still connected. The row joins the lab's evidence for that client
 (levels 1-6) with what the model saw (level 7: the new content reached the model).
+Each client runs once per scenario (:data:`~services.clients.matrix.SCENARIOS`): a lab
+without the server's tool, then one with it (``MCP_TEST_ENABLE_TOOL=true``).
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from services import contract
 from services.catalog import REVIEW_STATUS
 from services.clients import drivers
 from services.clients.lab import Lab, Process, running_lab
-from services.clients.model import ModelRecord, ScriptedModel, serve
+from services.clients.matrix import SCENARIOS, TOOL_SCENARIO, Row
+from services.clients.model import VIA_SERVER_TOOL, ModelRecord, ScriptedModel, serve
 from services.clients.pins import CLIENTS, NODE22_VERSION, ClientSpec, node22_package
 from services.evidence import scoring
 
@@ -80,31 +82,6 @@ def _checked(argv: list[str], what: str, cwd: Path | None = None) -> None:
 
 
 @dataclass
-class Row:
-    """One line of the compatibility matrix."""
-
-    client: str
-    version: str
-    protocol: str = "-"
-    transport: str = "-"
-    level: int = 0
-    server_level: int = 0
-    notes: list[str] = field(default_factory=list)
-    model_saw_v1: bool | None = None
-    model_saw_v2: bool | None = None
-    client_info: str = "-"
-    sessions: int = 0
-    exit_code: int | None = None
-    seconds: float = 0.0
-    model: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["level_name"] = scoring.LEVEL_NAMES[self.level]
-        return data
-
-
-@dataclass
 class Outcome:
     """What one run produced, before it is turned into a row."""
 
@@ -152,13 +129,13 @@ async def _run_cli(
 
 
 async def _run_agent(
-    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float
+    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float, scenario: str
 ) -> Outcome:
     driver = drivers.AGENT_DRIVERS[spec.name]
     home, workdir = root / "home", root / "work"
     home.mkdir()
     workdir.mkdir()
-    async with running_lab(root) as lab:
+    async with running_lab(root, enable_tool=scenario == TOOL_SCENARIO) as lab:
         model = ScriptedModel(drivers.SERVER_NAME, REVIEW_STATUS.uri, lab.publish_update)
         async with serve(model) as model_url:
             dirs = drivers.RunDirs(home, workdir, lab.mcp_url, model_url)
@@ -166,12 +143,12 @@ async def _run_agent(
             env = {**_base_env(home, paths), **invocation.env}
             cli, timed_out = await _run_cli(spec.name, invocation.argv, env, workdir, timeout)
         events = await lab.events()
-        _keep_logs(spec, lab, cli.lines, model.record)
+        _keep_logs(spec, scenario, lab, cli.lines, model.record, events)
     return Outcome(events, model.record, cli.process.returncode, cli.lines, timed_out)
 
 
 async def _run_inspector(
-    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float
+    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float, scenario: str
 ) -> Outcome:
     """The Inspector's CLI needs no model: connect, read, subscribe (it prints each
     update as it arrives; the runner publishes one once the lab recorded the subscribe,
@@ -181,7 +158,7 @@ async def _run_inspector(
     workdir.mkdir()
     env = {**_base_env(home, paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     output: list[str] = []
-    async with running_lab(root) as lab:
+    async with running_lab(root, enable_tool=scenario == TOOL_SCENARIO) as lab:
         mcpdo = [str(binary), "--plain"]
         conn = ["--connection", drivers.SERVER_NAME]
         uri = REVIEW_STATUS.uri
@@ -222,24 +199,38 @@ async def _run_inspector(
             stop, _ = await _run_cli("daemon", [*mcpdo, "daemon", "stop"], env, workdir, 30)
             output += ["$ mcpdo daemon stop", *stop.lines]
         events = await lab.events()
-        _keep_logs(spec, lab, output, None)
+        _keep_logs(spec, scenario, lab, output, None, events)
     return Outcome(events, None, exit_code, output, timed_out)
 
 
-def _keep_logs(spec: ClientSpec, lab: Lab, cli: list[str], record: ModelRecord | None) -> None:
-    """The last run's logs of each client, under the cache: for reading the wire by hand."""
-    where = cache_dir() / "runs" / spec.name
+def runs_dir(name: str, scenario: str) -> Path:
+    """Where the last run of client ``name`` in ``scenario`` keeps its logs."""
+    return cache_dir() / "runs" / name / scenario.replace(" ", "-")
+
+
+def _keep_logs(
+    spec: ClientSpec,
+    scenario: str,
+    lab: Lab,
+    cli: list[str],
+    record: ModelRecord | None,
+    events: list[contract.Event],
+) -> None:
+    """The last run's logs and evidence, under the cache: for reading the wire by hand."""
+    where = runs_dir(spec.name, scenario)
     where.mkdir(parents=True, exist_ok=True)
     (where / "cli.log").write_text("\n".join(cli) + "\n")
     (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
+    lines = [json.dumps(asdict(e)) for e in events]
+    (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))
     if record is not None:
         (where / "model.json").write_text(json.dumps(record.to_json(), indent=2) + "\n")
 
 
-def to_row(spec: ClientSpec, version: str, outcome: Outcome, seconds: float) -> Row:
+def to_row(spec: ClientSpec, version: str, scenario: str, outcome: Outcome, seconds: float) -> Row:
     """Join the lab's scores of the client with what its model saw."""
-    row = Row(spec.name, version, exit_code=outcome.exit_code, seconds=round(seconds, 1))
+    row = Row(spec.name, version, scenario, exit_code=outcome.exit_code, seconds=round(seconds, 1))
     clients = scoring.score_clients(outcome.events)
     mine = [c for c in clients if c.client == spec.client_info] or [
         c for c in clients if c.client != "unknown"
@@ -266,11 +257,17 @@ def to_row(spec: ClientSpec, version: str, outcome: Outcome, seconds: float) -> 
                 "level 7: version 2 reached the model (a re-read it asked for)"
                 + (f", without: {', '.join(missing)}" if missing else "")
             )
+        if record.read_tool is not None:
+            whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
+            row.notes.append(f"the model used {whose} {record.read_tool}")
         if record.tool_results and not record.versions_seen:
             first = record.tool_results[0].replace("\n", " ")
             row.notes.append(f"the read tool gave the model no resource content: {first[:120]}")
         if record.tools_offered and record.read_tool is None:
-            row.notes.append(f"no resource-read tool offered to the model: {record.tools_offered}")
+            row.notes.append(
+                "no resource-read tool (nor the server's tool) offered to the model: "
+                f"{record.tools_offered}"
+            )
         if not record.tools_offered:
             row.notes.append("the model was never offered a tool")
         if record.update_error:
@@ -285,83 +282,57 @@ def to_row(spec: ClientSpec, version: str, outcome: Outcome, seconds: float) -> 
     return row
 
 
-async def run_client(spec: ClientSpec, version: str, timeout: float) -> Row:
-    """One client's row (a row that says why, when it could not be run)."""
-    if spec.not_installable or spec.package is None:
-        return Row(spec.name, version, notes=[spec.not_installable or "no package"])
-    started = time.monotonic()
-    try:
-        binary = await asyncio.to_thread(
-            npm_install, spec.name, spec.package, version, spec.binary, spec.local_postinstall
+async def _install(spec: ClientSpec, version: str) -> tuple[Path, list[Path]]:
+    """The client's binary, and the directories its run puts first on PATH."""
+    assert spec.package is not None
+    binary = await asyncio.to_thread(
+        npm_install, spec.name, spec.package, version, spec.binary, spec.local_postinstall
+    )
+    paths = [binary.parent]
+    if spec.needs_node22:
+        node = await asyncio.to_thread(
+            npm_install, "node", node22_package(), NODE22_VERSION, "node"
         )
-        paths = [binary.parent]
-        if spec.needs_node22:
-            node = await asyncio.to_thread(
-                npm_install, "node", node22_package(), NODE22_VERSION, "node"
-            )
-            paths.insert(0, node.parent)
+        paths.insert(0, node.parent)
+    return binary, paths
+
+
+async def run_client(
+    spec: ClientSpec, version: str, timeout: float, scenarios: tuple[str, ...] = SCENARIOS
+) -> list[Row]:
+    """One client's rows, one per scenario (one row that says why, when it could not be
+    installed)."""
+    if spec.not_installable or spec.package is None:
+        return [Row(spec.name, version, "-", notes=[spec.not_installable or "no package"])]
+    try:
+        binary, paths = await _install(spec, version)
     except (InstallError, subprocess.TimeoutExpired) as exc:
-        return Row(spec.name, version, notes=[f"install failed: {exc}"])
+        return [Row(spec.name, version, "-", notes=[f"install failed: {exc}"])]
     runner = _run_agent if spec.uses_model else _run_inspector
-    with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
-        try:
-            outcome = await runner(spec, binary, paths, Path(root), timeout)
-        except OSError as exc:  # the CLI would not start; the other clients still run
-            return Row(spec.name, version, notes=[f"could not run {spec.binary}: {exc}"])
-    return to_row(spec, version, outcome, time.monotonic() - started)
-
-
-async def run_clients(names: list[str], versions: dict[str, str], timeout: float) -> list[Row]:
-    """Rows of ``names``, one after the other (each run owns the machine while it runs)."""
     rows = []
-    for name in names:
-        spec = CLIENTS[name]
-        rows.append(await run_client(spec, versions.get(name, spec.version), timeout))
+    for scenario in scenarios:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
+            try:
+                outcome = await runner(spec, binary, paths, Path(root), timeout, scenario)
+            except OSError as exc:  # the CLI would not start; the other runs still go on
+                notes = [f"could not run {spec.binary}: {exc}"]
+                rows.append(Row(spec.name, version, scenario, notes=notes))
+                continue
+        rows.append(to_row(spec, version, scenario, outcome, time.monotonic() - started))
     return rows
 
 
-# ---------------------------------------------------------------- rendering
-
-
-def _yes(value: bool | None) -> str:
-    return "n/a" if value is None else ("yes" if value else "no")
-
-
-_COLUMNS = ("client", "version", "protocol", "transport", "level", "model saw v1", "model saw v2")
-
-
-def _cells(row: Row) -> list[str]:
-    level = f"{row.level} {scoring.LEVEL_NAMES[row.level]}"
-    if row.server_level != row.level:
-        level += f" (server: {row.server_level})"
-    return [
-        row.client,
-        row.version,
-        row.protocol,
-        row.transport,
-        level,
-        _yes(row.model_saw_v1),
-        _yes(row.model_saw_v2),
-    ]
-
-
-def to_table(rows: list[Row]) -> str:
-    cells = [list(_COLUMNS), *(_cells(r) for r in rows)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in cells]
-    for row in rows:
-        lines.append(f"{row.client}: " + ("; ".join(row.notes) or "-"))
-    return "\n".join(lines)
-
-
-def to_markdown(rows: list[Row]) -> str:
-    head = [*_COLUMNS, "notes"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        notes = "; ".join(row.notes).replace("|", "\\|") or "-"
-        lines.append("| " + " | ".join([*_cells(row), notes]) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def to_json(rows: list[Row]) -> str:
-    return json.dumps({"clients": [r.to_json() for r in rows]}, indent=2)
+async def run_clients(
+    names: list[str],
+    versions: dict[str, str],
+    timeout: float,
+    scenarios: tuple[str, ...] = SCENARIOS,
+) -> list[Row]:
+    """Rows of ``names`` in each scenario, one run after the other (each run owns the
+    machine while it runs)."""
+    rows = []
+    for name in names:
+        spec = CLIENTS[name]
+        rows += await run_client(spec, versions.get(name, spec.version), timeout, scenarios)
+    return rows
