@@ -78,6 +78,19 @@ class LabSettings(BaseSettings):
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )
+    session_idle_seconds: float = Field(
+        1800.0,
+        gt=0,
+        description=(
+            "A Streamable HTTP session with no request in flight and no open GET stream "
+            "for this long is closed by the server (later requests get 404)."
+        ),
+    )
+    max_sessions: int = Field(
+        10_000,
+        ge=1,
+        description="Most Streamable HTTP sessions open at once; a new one past it gets 503.",
+    )
 
     redis_url: str = Field(
         DEFAULT_REDIS_URL,

@@ -34,6 +34,7 @@ CHECKPOINTS: tuple[str, ...] = (
 UPDATED = "notifications/resources/updated"
 _CONNECT_METHODS = frozenset({"initialize", "server/discover"})
 _SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
+SESSION_END = "session/end"
 
 
 @dataclass
@@ -47,6 +48,8 @@ class SessionScore:
     dropped_notifications: int = 0
     resumed_notifications: int = 0
     initial_version: int | None = None
+    # Why the server ended the session, when it did (``idle``).
+    ended_by_server: str | None = None
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
@@ -140,6 +143,8 @@ def score_session(events: list[Event], uri: str = STATUS_URI) -> SessionScore:
                 score.resumed_notifications += 1
         elif _ok(event, "in", {"tools/call"}):
             tools += 1
+        elif event.direction == "out" and event.method == SESSION_END:
+            score.ended_by_server = event.reason
     score.notes = _notes(score, polled, tools)
     return score
 
@@ -183,6 +188,11 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         )
     if tools:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
+    if score.ended_by_server == "idle":
+        notes.append(
+            "never closed its session (no DELETE): the server closed it after "
+            "MCP_TEST_SESSION_IDLE_SECONDS without a request or an open stream"
+        )
     if score.level == 6:
         notes.append("whether the new content reached the model (level 7) is not visible here")
     return notes
