@@ -81,6 +81,7 @@ class LabSettings(BaseSettings):
     session_idle_seconds: float = Field(
         1800.0,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "A Streamable HTTP session with no request in flight and no open GET stream "
             "for this long is closed by the server (later requests get 404)."

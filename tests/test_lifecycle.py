@@ -138,6 +138,9 @@ async def test_abandoned_sessions_are_closed_after_the_idle_time(
     await server.await_line(rf"\[session/end\] idle .* session={listening.session_id}", timeout=20)
     assert not redis_client.sismember(SUBSCRIBERS, listening.session_id or "")
     await listening.close()
+    async with httpx2.AsyncClient(timeout=10) as http:
+        health = (await http.get(url.removesuffix("/mcp") + "/healthz")).json()
+    assert (health["sessions"], health["http_sessions"]) == (0, 0)
 
     report = mcp_lab(lab_env(lab.redis_url), "report", "--format", "json")
     assert report.returncode == 0, report.stderr
