@@ -19,6 +19,7 @@ from tests.lab import STATUS_URI, RawSession, lab_env, mcp_lab, version_of
 pytestmark = pytest.mark.anyio
 
 SUBSCRIBERS = contract.subscribers_key(STATUS_URI)
+GHOST = "ghost-of-an-older-server"
 
 
 async def open_session(url: str, name: str, subscribe: bool = False) -> RawSession:
@@ -156,8 +157,10 @@ async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: re
     orphan_id = orphan.session_id or ""
     assert redis_client.sismember(SUBSCRIBERS, orphan_id)
     first.kill()
+    redis_client.sadd(SUBSCRIBERS, GHOST)
 
     second, second_url = lab.server()
+    await second.await_line(r"\[lab\] 1 subscriber\(s\) .* belong to no replica .*: ghost-of")
     survivor = await open_session(second_url, "survivor", subscribe=True)
     try:
         line = await second.await_line(
@@ -166,7 +169,7 @@ async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: re
         assert orphan_id in line
         assert not redis_client.sismember(SUBSCRIBERS, orphan_id)
         assert not redis_client.exists(contract.resume_key(orphan_id))
-        assert redis_client.smembers(SUBSCRIBERS) == {survivor.session_id}
+        assert redis_client.smembers(SUBSCRIBERS) == {survivor.session_id, GHOST}
         assert await read_version(survivor) == 1
     finally:
         await survivor.close()

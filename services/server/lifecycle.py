@@ -16,7 +16,8 @@ A replica records each session it holds with a subscription in its own set
 up leaves its sessions there; once its heartbeat key has expired, any replica
 (:func:`sweep_dead_replicas`, at start and every few seconds) drops those
 sessions from the subscriber sets, deletes their kept events and owner keys,
-and then the replica's set.
+and then the replica's set. Subscribers no replica claims (left by a server
+older than this, or written by hand) are named in a warning at start.
 """
 
 from __future__ import annotations
@@ -151,11 +152,40 @@ async def sweep_dead_replicas(redis: Redis, replica: str) -> int:
     return dropped
 
 
+async def report_unowned(redis: Redis) -> list[str]:
+    """Log (and return) subscribers no replica claims: left by a server older than
+    replica ownership, or written by hand. They are not removed: a replica of that
+    older kind may still hold them."""
+    owned: set[str] = set()
+    async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
+        owned.update(await redis.smembers(key))
+    unowned: set[str] = set()
+    for uri in contract.CATALOG:
+        unowned.update(set(await redis.smembers(contract.subscribers_key(uri))) - owned)
+    found = sorted(unowned)
+    if found:
+        shown = ", ".join(found[:5]) + (f" ...({len(found)})" if len(found) > 5 else "")
+        logger.warning(
+            "[lab] %d subscriber(s) in the subscriber sets belong to no replica (stale, or "
+            "from an older server; `redis-cli srem` removes them): %s",
+            len(found),
+            shown,
+        )
+    return found
+
+
 async def sweep_forever(redis: Redis, replica: str, every: float = SWEEP_SECONDS) -> None:
-    """Run :func:`sweep_dead_replicas` now and every ``every`` seconds until cancelled."""
+    """Run :func:`sweep_dead_replicas` now and every ``every`` seconds until cancelled;
+    once, at start, report the subscribers no replica claims."""
+    try:
+        await sweep_dead_replicas(redis, replica)
+        await report_unowned(redis)
+    except (RedisError, OSError, UnicodeDecodeError) as exc:
+        # UnicodeDecodeError: a member someone wrote into a set by hand.
+        logger.warning("[lab] stale subscriber check failed (%s)", exc)
     while True:
+        await asyncio.sleep(every)
         try:
             await sweep_dead_replicas(redis, replica)
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, UnicodeDecodeError) as exc:
             logger.warning("[lab] stale subscriber sweep failed (%s); retrying", exc)
-        await asyncio.sleep(every)
