@@ -20,6 +20,8 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  session (fields ``stream``, ``message``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
 ``mcp:replica:{replica}:alive``   set by a running server replica, expires shortly after
+``mcp:replica:{replica}:sessions`` set of the subscribed session ids a replica holds; once its
+                                 heartbeat is gone, any replica drops them from the subscriber sets
 updates channel                  pub/sub, default ``mcp:resources:updated``
 """
 
@@ -79,6 +81,19 @@ def session_owner_key(session: str) -> str:
 def replica_heartbeat_key(replica: str) -> str:
     """Key a server replica refreshes while it runs."""
     return f"mcp:replica:{replica}:alive"
+
+
+REPLICA_SESSIONS_PATTERN = "mcp:replica:*:sessions"
+
+
+def replica_sessions_key(replica: str) -> str:
+    """Set of the subscribed sessions ``replica`` holds (they die with it)."""
+    return f"mcp:replica:{replica}:sessions"
+
+
+def replica_of_sessions_key(key: str) -> str:
+    """The replica id in a :func:`replica_sessions_key`."""
+    return key.removeprefix("mcp:replica:").removesuffix(":sessions")
 
 
 def is_event_id(value: str) -> bool:
@@ -224,7 +239,8 @@ class Event:
     stream to carry it when it was sent. ``resumed`` marks a notification written
     to a stream the client resumed with ``Last-Event-ID`` (a replay, or the live
     tail served by another replica). ``error`` is the JSON-RPC error code the
-    server answered with, if any.
+    server answered with, if any. ``reason`` says why a ``session/end`` happened
+    (``idle``: the server closed a session the client had left open).
     """
 
     ts_ms: int
@@ -240,6 +256,7 @@ class Event:
     delivered: bool | None = None
     error: int | None = None
     resumed: bool = False
+    reason: str | None = None
 
     def fields(self) -> dict[str, str]:
         """The stream entry's fields (absent values are left out)."""
@@ -263,6 +280,8 @@ class Event:
             out["error"] = str(self.error)
         if self.resumed:
             out["resumed"] = "1"
+        if self.reason is not None:
+            out["reason"] = self.reason
         return out
 
     @classmethod
@@ -284,6 +303,7 @@ class Event:
                 delivered=fields["delivered"] == "1" if "delivered" in fields else None,
                 error=int(fields["error"]) if "error" in fields else None,
                 resumed=fields.get("resumed") == "1",
+                reason=fields.get("reason"),
             )
         except KeyError as exc:
             raise BadMessage(f"no field {exc.args[0]!r}") from exc

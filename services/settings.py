@@ -221,6 +221,20 @@ class LabSettings(BaseSettings):
             "(by default they get empty lists)."
         ),
     )
+    session_idle_seconds: float = Field(
+        1800.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "A Streamable HTTP session with no request in flight and no open GET stream "
+            "for this long is closed by the server (later requests get 404)."
+        ),
+    )
+    max_sessions: int = Field(
+        10_000,
+        ge=1,
+        description="Most Streamable HTTP sessions open at once; a new one past it gets 503.",
+    )
 
     redis_url: RedisUrl = Field(
         DEFAULT_REDIS_URL,

@@ -35,6 +35,8 @@ BAD: dict[str, str] = {
     "send_list_changed": "maybe",
     "enable_tool": "sometimes",
     "strict_methods": "perhaps",
+    "session_idle_seconds": "inf",
+    "max_sessions": "0",
     "log_level": "LOUD",
     "state_ttl_seconds": "10",
     "events_max": "5",

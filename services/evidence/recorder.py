@@ -8,6 +8,7 @@ while Redis is unreachable the lost events are counted and logged.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ INTERNAL_ERROR = -32603
 INVALID_PARAMS = -32602
 # Requests whose response is a long-lived stream.
 LONG_LIVED = frozenset({"subscriptions/listen"})
+# The event of a session the server ended (see ``Recorder.ended``).
+SESSION_END = "session/end"
 _READ_PAGE = 1000
 
 # What a handler learnt while serving the current message (the resource version
@@ -92,6 +95,11 @@ class Recorder:
         """Record what happened to a GET stream of ``peer``: opened, resumed or closed
         (``in``), or an event without data written on it (``out``, ``stream/priming``)."""
         await self.record(_event(peer, direction, method, now_ms(), None, None))
+
+    async def ended(self, peer: Peer, reason: str) -> None:
+        """Record that the server ended ``peer``'s session, and why (``idle``)."""
+        event = _event(peer, "out", SESSION_END, now_ms(), None, None)
+        await self.record(dataclasses.replace(event, reason=reason))
 
     def middleware(
         self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]

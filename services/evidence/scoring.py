@@ -54,6 +54,7 @@ _STREAM_METHODS = frozenset({STREAM_OPEN, STREAM_RESUME, STREAM_CLOSE, STREAM_PR
 # notification, is taken as broken by it.
 BROKE_WITHIN_MS = 2000
 _MODERN_PROTOCOLS = frozenset({"2026-07-28"})
+SESSION_END = "session/end"
 
 
 @dataclass
@@ -67,6 +68,8 @@ class SessionScore:
     dropped_notifications: int = 0
     resumed_notifications: int = 0
     initial_version: int | None = None
+    # Why the server ended the session, when it did (``idle``).
+    ended_by_server: str | None = None
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
@@ -160,6 +163,8 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
                 score.resumed_notifications += 1
         elif _ok(event, "in", {"tools/call"}):
             tools += 1
+        elif event.direction == "out" and event.method == SESSION_END:
+            score.ended_by_server = event.reason
     score.notes = _notes(score, polled, tools)
     return score
 
@@ -203,6 +208,11 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         )
     if tools:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
+    if score.ended_by_server == "idle":
+        notes.append(
+            "never closed its session (no DELETE): the server closed it after "
+            "MCP_TEST_SESSION_IDLE_SECONDS without a request or an open stream"
+        )
     if score.level == 6:
         notes.append("whether the new content reached the model (level 7) is not visible here")
     notes.extend(_unadvertised_notes(score.events))

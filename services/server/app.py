@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types
@@ -32,7 +32,7 @@ from services import contract, state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
 from services.evidence.recorder import Recorder, annotate
 from services.logs import Peer, event, setup_logging
-from services.server import dashboard, mcp_adapter
+from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.guard import guard
 from services.server.listen import ListenStreams
 from services.server.peers import make_peer
@@ -82,6 +82,7 @@ class Lab:
     relay: Relay
     replica: str
     catalog: Catalog
+    http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
 
     def peer(self, ctx: Context, init: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context (``init``: the params of
@@ -111,6 +112,7 @@ class Lab:
         target = self.scope(peer)
         try:
             await state.add_subscriber(self.redis, uri, peer.session)
+            await lifecycle.own_subscriber(self.redis, self.replica, peer.session)
             return await state.enqueue_job(self.redis, contract.UpdateJob(uri=uri, target=target))
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
@@ -121,6 +123,8 @@ class Lab:
             return
         try:
             await state.remove_subscriber(self.redis, uri, peer.session)
+            if not any(s.peer.session == peer.session for s in self.registry.all_subscribers()):
+                await lifecycle.disown_subscriber(self.redis, self.replica, peer.session)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
 
@@ -203,6 +207,7 @@ class EventLogMiddleware(Middleware):
         return await call_next(context)
 
     async def _end_session(self, peer: Peer) -> None:
+        idle = self._lab.http_sessions.expired_idle(peer.session)
         registry = self._lab.registry
         uris = registry.drop(peer.session)
         registry.forget(peer.session)
@@ -215,7 +220,13 @@ class EventLogMiddleware(Middleware):
                 await eventstore.forget_session(self._lab.redis, peer.session)
             except (RedisError, OSError) as exc:
                 logger.warning("[lab] could not drop kept events of %s: %s", peer.session, exc)
-        event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+        if idle:
+            # The client left its session open (no DELETE); the server closed it.
+            seconds = self._lab.settings.session_idle_seconds
+            event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
+            await self._lab.recorder.ended(peer, "idle")
+        else:
+            event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
 
 def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FastMCP, Lab]:
@@ -235,6 +246,9 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
             asyncio.create_task(heartbeat(redis, lab.replica), name="heartbeat"),
+            asyncio.create_task(
+                lifecycle.sweep_forever(redis, lab.replica, catalog.uris()), name="sweep"
+            ),
         ]
         try:
             yield {}
@@ -334,7 +348,9 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         lists = [m for m in EMPTY_LISTS if m in withdrawn]
         answer_with_empty_lists(server, lists, lambda ctx: lab.peer_of_request(ctx, None))
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
-    dashboard.add_routes(server, redis, lab.relay, registry, recorder)
+    dashboard.add_routes(
+        server, redis, lab.relay, registry, recorder, lab.http_sessions, settings.max_sessions
+    )
 
     return server, lab
 
@@ -362,7 +378,9 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
         path=settings.path,
         transport="http",
         retry_interval=settings.retry_ms if settings.resumable else None,
+        session_idle_timeout=settings.session_idle_seconds,
     )
+    lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused)
     if settings.sse_path:
         sse = create_sse_app(
             server=server,
@@ -384,6 +402,12 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
             store_for=lab.event_store,
             on_replayed=lab.replayed,
         )
+    app.add_middleware(
+        lifecycle.SessionCapMiddleware,
+        path=settings.path,
+        max_sessions=settings.max_sessions,
+        retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
+    )
     # Added last, so it is outermost: it sees every GET stream, resumed ones too.
     app.add_middleware(
         StreamLogMiddleware, path=settings.path, registry=lab.registry, record=lab.recorder.stream

@@ -3,7 +3,8 @@
 ``/``            the live dashboard (a static page, services/server/dashboard.html)
 ``/api/report``  the current run's report as JSON
 ``/api/stream``  server-sent events: the report again whenever evidence is recorded
-``/healthz``     Redis reachability and the relay's state (503 when degraded)
+``/healthz``     Redis reachability, the relay's state (503 when degraded), and the
+                 Streamable HTTP sessions open against their cap
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 
 from services.evidence import reader, report, scoring
 from services.evidence.recorder import Recorder, now_ms
+from services.server.mcp_adapter import HttpSessions
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
 
@@ -69,7 +71,13 @@ def _sse(data: dict[str, Any]) -> str:
 
 
 def add_routes(
-    server: FastMCP, redis: Redis, relay: Relay, registry: SessionRegistry, recorder: Recorder
+    server: FastMCP,
+    redis: Redis,
+    relay: Relay,
+    registry: SessionRegistry,
+    recorder: Recorder,
+    http_sessions: HttpSessions,
+    max_sessions: int,
 ) -> None:
     """Register the dashboard and health routes on ``server``."""
 
@@ -106,6 +114,8 @@ def add_routes(
             "relayed": relay.messages_relayed,
             "ignored": relay.messages_ignored,
             "sessions": len(registry),
+            "http_sessions": http_sessions.open(),
+            "max_sessions": max_sessions,
             "events_lost": recorder.lost,
         }
         return JSONResponse(body, status_code=200 if healthy else 503)

@@ -179,3 +179,70 @@ def _prime_by_session(transport: Any, negotiated: Callable[[], str | None]) -> N
         return await mint(stream_id, negotiated() or protocol_version)
 
     transport._mint_priming_event = mint_for_session
+
+
+class HttpSessions:
+    """What the lab needs to know of the Streamable HTTP session manager of an app.
+
+    Relies on mcp 2.3's ``StreamableHTTPSessionManager``: its ``max_sessions`` is
+    read on each admission (FastMCP 4 does not pass it, so it is set on the
+    manager once it exists); ``_server_instances`` maps the open session ids to
+    their transports; ``_admit_session`` returns None for a session refused at
+    the limit (the manager then answers 503); each transport's ``idle_scope``
+    is cancelled once no request has been in flight (an open GET stream counts)
+    for ``session_idle_timeout``, which ends the session, runs its connection's
+    exit stack (``on_session_end``) while the transport is still in
+    ``_server_instances``, and afterwards makes its id answer 404.
+    """
+
+    def __init__(self) -> None:
+        self._manager: Any = None
+
+    def open(self) -> int:
+        """Sessions open now (0 before the app has started)."""
+        return 0 if self._manager is None else len(self._manager._server_instances)
+
+    def expired_idle(self, session_id: str) -> bool:
+        """Whether the session ``session_id`` is ending because it was idle too long."""
+        if self._manager is None:
+            return False
+        transport = self._manager._server_instances.get(session_id)
+        scope = getattr(transport, "idle_scope", None)
+        return scope is not None and bool(scope.cancel_called)
+
+    def bind(self, app: Starlette, max_sessions: int, on_refused: Callable[[int], None]) -> None:
+        """Watch ``app``'s session manager from when its lifespan starts: at most
+        ``max_sessions`` open; ``on_refused(open_count)`` for each one refused."""
+        endpoint = _streamable_endpoint(app)
+        inner = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
+            async with inner(starlette) as state:
+                manager = endpoint.session_manager
+                manager.max_sessions = max_sessions
+                admit = manager._admit_session
+
+                def admit_or_refuse(requestor: Any) -> Any:
+                    transport = admit(requestor)
+                    if transport is None:
+                        on_refused(len(manager._server_instances))
+                    return transport
+
+                manager._admit_session = admit_or_refuse  # type: ignore[method-assign]
+                self._manager = manager
+                try:
+                    yield state
+                finally:
+                    self._manager = None
+
+        app.router.lifespan_context = lifespan
+
+
+def _streamable_endpoint(app: Starlette) -> StreamableHTTPASGIApp:
+    """The Streamable HTTP endpoint among ``app``'s routes."""
+    return next(
+        route.endpoint
+        for route in app.router.routes
+        if isinstance(getattr(route, "endpoint", None), StreamableHTTPASGIApp)
+    )

@@ -1,0 +1,194 @@
+"""How long sessions live here: the session cap, and subscribers left by dead replicas.
+
+Idle expiry is the mcp SDK's (see ``mcp_adapter.HttpSessions``): a Streamable
+HTTP session with no request in flight and no open GET stream for
+``MCP_TEST_SESSION_IDLE_SECONDS`` is closed, and the lab's session-end hook
+drops its subscriptions, kept events and registry entries.
+
+**Cap.** At most ``MCP_TEST_MAX_SESSIONS`` Streamable HTTP sessions are open at
+once. The SDK refuses the request that would open one more with 503; the lab
+logs it and adds ``Retry-After`` (:class:`SessionCapMiddleware`). Open sessions
+are untouched; room frees up as they end or expire.
+
+**Stale subscribers.** The subscriber sets in Redis are shared by all replicas.
+A replica records each session it holds with a subscription in its own set
+(``contract.replica_sessions_key``). A replica killed without a chance to clean
+up leaves its sessions there; once its heartbeat key has expired, any replica
+(:func:`sweep_dead_replicas`, at start and every few seconds) drops those
+sessions from the subscriber sets, deletes their kept events and owner keys,
+and then the replica's set. Subscribers no replica claims (left by a server
+older than this, or written by hand) are named in a warning at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from contextvars import ContextVar
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services import contract
+
+logger = logging.getLogger("mcp_lab")
+
+_SESSION_HEADER = b"mcp-session-id"
+# Retry-After on a refusal: room frees up when a session ends or expires.
+_RETRY_AFTER_CAP_SECONDS = 60
+# How often each replica looks for dead replicas' subscribers.
+SWEEP_SECONDS = contract.REPLICA_HEARTBEAT_SECONDS / 3
+
+# Set by SessionCapMiddleware for each request that could open a session; the
+# admission hook notes a refusal in it (same task, so the same context).
+_refusals: ContextVar[list[int] | None] = ContextVar("mcp_lab_refusals", default=None)
+
+
+def retry_after_seconds(idle_seconds: float) -> int:
+    """The Retry-After of a refusal: the idle time, at most a minute, at least 1 s."""
+    return max(1, min(_RETRY_AFTER_CAP_SECONDS, round(idle_seconds)))
+
+
+def note_refused(open_sessions: int) -> None:
+    """Called by the session manager hook when it refuses a new session."""
+    marks = _refusals.get()
+    if marks is not None:
+        marks.append(open_sessions)
+
+
+class SessionCapMiddleware:
+    """ASGI middleware on the MCP path: logs a session refused at the cap and
+    adds ``Retry-After`` to its 503."""
+
+    def __init__(self, app: ASGIApp, *, path: str, max_sessions: int, retry_after: int) -> None:
+        self._app = app
+        self._path = path.rstrip("/") or "/"
+        self._max = max_sessions
+        self._retry_after = str(retry_after).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._may_open_session(scope):
+            await self._app(scope, receive, send)
+            return
+        marks: list[int] = []
+        token = _refusals.set(marks)
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 503 and marks:
+                headers = [*message.get("headers", []), (b"retry-after", self._retry_after)]
+                message = {**message, "headers": headers}
+                client = scope.get("client") or ("?", 0)
+                logger.warning(
+                    "[lab] session cap reached: %d of %d Streamable HTTP sessions open; "
+                    "new session from %s:%s refused with 503 (Retry-After: %s s)",
+                    marks[0],
+                    self._max,
+                    client[0],
+                    client[1],
+                    self._retry_after.decode(),
+                )
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        finally:
+            _refusals.reset(token)
+
+    def _may_open_session(self, scope: Scope) -> bool:
+        """A POST to the MCP path without a session id (it may be an initialize)."""
+        return (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and (scope["path"].rstrip("/") or "/") == self._path
+            and not any(name == _SESSION_HEADER for name, _ in scope["headers"])
+        )
+
+
+async def own_subscriber(redis: Redis, replica: str, session: str) -> None:
+    """Record that ``replica`` holds the subscribed ``session``."""
+    await redis.sadd(contract.replica_sessions_key(replica), session)
+
+
+async def disown_subscriber(redis: Redis, replica: str, session: str) -> None:
+    """``session`` no longer has a subscription on ``replica``."""
+    await redis.srem(contract.replica_sessions_key(replica), session)
+
+
+async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -> int:
+    """Drop the subscribers of every replica whose heartbeat is gone; how many.
+
+    A session id that a live replica also holds (a 2026-07-28 client's key is
+    shared by its listen streams, on any replica) is kept in the subscriber sets.
+    """
+    live: set[str] = set()
+    dead: list[tuple[str, str]] = []
+    async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
+        owner = contract.replica_of_sessions_key(key)
+        if owner == replica or await redis.exists(contract.replica_heartbeat_key(owner)):
+            live.update(await redis.smembers(key))
+        else:
+            dead.append((owner, key))
+    dropped = 0
+    for owner, key in dead:
+        stale = sorted(set(await redis.smembers(key)) - live)
+        pipe = redis.pipeline(transaction=True)
+        if stale:
+            for uri in uris:
+                pipe.srem(contract.subscribers_key(uri), *stale)
+            for session in stale:
+                pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
+        pipe.delete(key)
+        await pipe.execute()
+        dropped += len(stale)
+        shown = ", ".join(stale[:5]) + (f" ...({len(stale)})" if len(stale) > 5 else "")
+        logger.warning(
+            "[lab] replica %s is gone (no heartbeat): dropped its %d subscribed session(s) "
+            "from the subscriber sets%s",
+            owner,
+            len(stale),
+            f": {shown}" if stale else "",
+        )
+    return dropped
+
+
+async def report_unowned(redis: Redis, uris: Iterable[str]) -> list[str]:
+    """Log (and return) subscribers no replica claims: left by a server older than
+    replica ownership, or written by hand. They are not removed: a replica of that
+    older kind may still hold them."""
+    owned: set[str] = set()
+    async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
+        owned.update(await redis.smembers(key))
+    unowned: set[str] = set()
+    for uri in uris:
+        unowned.update(set(await redis.smembers(contract.subscribers_key(uri))) - owned)
+    found = sorted(unowned)
+    if found:
+        shown = ", ".join(found[:5]) + (f" ...({len(found)})" if len(found) > 5 else "")
+        logger.warning(
+            "[lab] %d subscriber(s) in the subscriber sets belong to no replica (stale, or "
+            "from an older server; `redis-cli srem` removes them): %s",
+            len(found),
+            shown,
+        )
+    return found
+
+
+async def sweep_forever(
+    redis: Redis, replica: str, uris: list[str], every: float = SWEEP_SECONDS
+) -> None:
+    """Run :func:`sweep_dead_replicas` now and every ``every`` seconds until cancelled;
+    once, at start, report the subscribers no replica claims."""
+    try:
+        await sweep_dead_replicas(redis, replica, uris)
+        await report_unowned(redis, uris)
+    except (RedisError, OSError, UnicodeDecodeError) as exc:
+        # UnicodeDecodeError: a member someone wrote into a set by hand.
+        logger.warning("[lab] stale subscriber check failed (%s)", exc)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await sweep_dead_replicas(redis, replica, uris)
+        except (RedisError, OSError, UnicodeDecodeError) as exc:
+            logger.warning("[lab] stale subscriber sweep failed (%s); retrying", exc)
