@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services import contract
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -77,6 +79,29 @@ class LabSettings(BaseSettings):
     )
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
+    )
+    # Timings: the defaults suit a real deployment; the tests shorten them.
+    updater_heartbeat_seconds: int = Field(
+        contract.UPDATER_HEARTBEAT_SECONDS,
+        ge=1,
+        description="Lifetime of an updater's heartbeat; its jobs are taken over once it expires.",
+    )
+    take_over_every_seconds: float = Field(
+        5.0, gt=0, description="How often an updater looks for jobs of updaters without heartbeat."
+    )
+    replica_heartbeat_seconds: int = Field(
+        contract.REPLICA_HEARTBEAT_SECONDS,
+        ge=1,
+        description="Lifetime of a server replica's heartbeat (refreshed every third of it).",
+    )
+    resume_block_ms: int = Field(
+        2000, ge=10, le=8000, description="Longest wait of one read of a resumed stream's events."
+    )
+    dashboard_block_ms: int = Field(
+        5000, ge=10, le=8000, description="Longest wait of the dashboard stream for new events."
+    )
+    reconnect_backoff_max_seconds: float = Field(
+        5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )
 
     redis_url: str = Field(

@@ -221,7 +221,10 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
-            asyncio.create_task(heartbeat(redis, lab.replica), name="heartbeat"),
+            asyncio.create_task(
+                heartbeat(redis, lab.replica, settings.replica_heartbeat_seconds),
+                name="heartbeat",
+            ),
         ]
         try:
             yield {}
@@ -320,7 +323,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
-    dashboard.add_routes(server, redis, lab.relay, registry, recorder)
+    dashboard.add_routes(server, redis, lab.relay, registry, recorder, settings.dashboard_block_ms)
 
     return server, lab
 
@@ -354,6 +357,7 @@ def http_app(settings: LabSettings) -> tuple[Starlette, Lab]:
             retry_ms=settings.retry_ms,
             store_for=lab.event_store,
             on_replayed=lab.replayed,
+            block_ms=settings.resume_block_ms,
         )
     # Added last, so it is outermost: it sees every GET stream, resumed ones too.
     app.add_middleware(StreamLogMiddleware, path=settings.path, registry=lab.registry)
