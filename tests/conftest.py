@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +23,7 @@ import redis
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.cli.embedded_redis import RedisNotFound, free_port, start_redis
 from tests import browser as chromium
+from tests.inproc import InProcLab, captured_logs
 from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -142,6 +143,18 @@ def lab(redis_url: str) -> Iterator[Processes]:
     processes = Processes(redis_url)
     yield processes
     processes.stop_all()
+
+
+@pytest.fixture
+async def inproc(redis_url: str, anyio_backend: str) -> AsyncIterator[InProcLab]:
+    """Servers and updaters in the test's event loop (tests/inproc.py): the same
+    app and updater code as the processes, reached in memory, on the real Redis."""
+    with captured_logs():
+        lab = InProcLab(redis_url)
+        try:
+            yield lab
+        finally:
+            await lab.aclose()
 
 
 @pytest.fixture(scope="module")

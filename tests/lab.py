@@ -5,6 +5,7 @@ Every wait here is on an event (a log line, a notification) and has a bound.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -24,6 +25,8 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from tests import inproc
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUS_URI = "test://review/status"
@@ -218,10 +221,14 @@ async def _recording_session(read: Any, write: Any, name: str) -> AsyncIterator[
 
 @asynccontextmanager
 async def connect(url: str, name: str = "pytest-client") -> AsyncIterator[LabClient]:
-    """An initialized 2025-11-25 session over Streamable HTTP whose client name is ``name``."""
-    async with streamable_http_client(url) as (read, write):
-        async with _recording_session(read, write, name) as client:
-            yield client
+    """An initialized 2025-11-25 session over Streamable HTTP whose client name is ``name``
+    (in memory when ``url`` is an in-process server's, see tests/inproc.py)."""
+    async with contextlib.AsyncExitStack() as stack:
+        http = inproc.http_client(url)
+        if http is not None:
+            await stack.enter_async_context(http)
+        read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+        yield await stack.enter_async_context(_recording_session(read, write, name))
 
 
 @asynccontextmanager
