@@ -269,7 +269,7 @@ class RawSession:
         self.url = url
         self.name = name
         self.session_id: str | None = None
-        self._http = httpx2.AsyncClient(timeout=10)
+        self._http = inproc.http_client(url) or httpx2.AsyncClient(timeout=10)
         self._next_id = 0
 
     async def close(self) -> None:
