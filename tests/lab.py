@@ -34,10 +34,28 @@ STATUS_URI = "test://review/status"
 TS_CLIENT_DIR = ROOT / "tests" / "ts_client"
 
 
+# Set by ``dev.py test --quick``: a test that starts a lab process is not quick.
+QUICK = os.environ.get("MCP_LAB_TEST_QUICK") == "1"
+
+
+def _not_in_a_quick_run(what: str) -> None:
+    """In a ``--quick`` run, skip a test that starts ``what`` (it lacks the ``process``
+    marker); fail it under CI=true, where nothing skips for a missing part."""
+    if not QUICK:
+        return
+    import pytest
+
+    reason = f"starts {what}: mark the test @pytest.mark.process (left out by --quick)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 class LabProcess:
     """A lab process (``mcp-lab server`` or ``updater``) with its output captured."""
 
     def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        _not_in_a_quick_run(f"a lab process ({name})")
         self.name = name
         self._lines: list[str] = []
         self._cond = threading.Condition()
@@ -130,7 +148,9 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 
 
 def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run one ``mcp-lab`` command to completion (bounded) with ``env``."""
+    """Run one ``mcp-lab`` command to completion (bounded) with ``env``.
+    Blocking: in an async test use :func:`amcp_lab`."""
+    _not_in_a_quick_run(f"mcp-lab {' '.join(args[:1])}")
     return subprocess.run(
         [sys.executable, "-m", "services", *args],
         cwd=ROOT,
@@ -140,6 +160,11 @@ def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
         timeout=60,
         check=False,
     )
+
+
+async def amcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`mcp_lab` without blocking the event loop."""
+    return await anyio.to_thread.run_sync(lambda: mcp_lab(env, *args))
 
 
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:

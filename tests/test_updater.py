@@ -19,15 +19,15 @@ BOUND = 15.0
 
 
 async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="2")
-    updater = lab.updater(update_delay_seconds="2")
+    server, url = await lab.aserver(update_delay_seconds="2")
+    updater = await lab.aupdater(update_delay_seconds="2")
     async with connect(url, "survivor") as client:
         await client.session.subscribe_resource(STATUS_URI)
         await updater.await_line(r"\[updater\] scheduled job=")
         updater.kill()  # SIGKILL while the job waits out its delay
         assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
 
-        again = lab.updater(update_delay_seconds="2")
+        again = await lab.aupdater(update_delay_seconds="2")
         # Its own name's leftovers, although the killed one's heartbeat has not expired.
         assert again.matching(
             r"\[updater\] took over 1 job\(s\) of consumer='updater' "

@@ -37,14 +37,14 @@ async def test_a_killed_updaters_job_is_applied_once_by_a_running_updater(
     lab, redis_client
 ) -> None:
     delay = 3.0
-    server, url = lab.server(update_delay_seconds=str(delay))
-    doomed = lab.updater(update_delay_seconds=str(delay), updater_consumer="doomed", **FAST)
+    server, url = await lab.aserver(update_delay_seconds=str(delay))
+    doomed = await lab.aupdater(update_delay_seconds=str(delay), updater_consumer="doomed", **FAST)
     async with connect(url, "takeover") as client:
         await client.session.subscribe_resource(STATUS_URI)
         scheduled = await doomed.await_line(r"\[updater\] scheduled job=")
         entry_id = re.search(r"job=(\S+)", scheduled).group(1)
 
-        survivor = lab.updater(
+        survivor = await lab.aupdater(
             update_delay_seconds=str(delay), updater_consumer="survivor", log_level="DEBUG", **FAST
         )
         # At its start the survivor saw the job and left it: its holder was alive.
@@ -136,8 +136,8 @@ async def test_take_over_is_done_in_batches_of_100(inproc, redis_client) -> None
 
 
 async def test_two_updaters_under_one_consumer_name_say_so(lab) -> None:
-    first = lab.updater(updater_consumer="twin", **FAST)
-    second = lab.updater(updater_consumer="twin", **FAST)
+    first = await lab.aupdater(updater_consumer="twin", **FAST)
+    second = await lab.aupdater(updater_consumer="twin", **FAST)
     told = r"\[updater\] another updater \('[^']*:{pid}'\) also runs as consumer=twin: give each"
     await first.await_line(told.format(pid=second.process.pid))
     await second.await_line(told.format(pid=first.process.pid))
