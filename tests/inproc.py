@@ -247,11 +247,10 @@ class StreamingASGITransport(httpx2.AsyncBaseTransport):
         status, headers = await started
         return httpx2.Response(status, headers=headers, stream=_ResponseBody(body, gone.set))
 
-    async def close_all(self) -> None:
-        """Cancel what the app still runs for requests (streams nobody closed)."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def close_all(self) -> list[str]:
+        """Cancel what the app still runs for requests (streams nobody closed);
+        returns the tasks that did not end."""
+        return await finish(list(self._tasks), cancel=True)
 
 
 def lab_settings(redis_url: str, **settings: str) -> LabSettings:
@@ -318,14 +317,15 @@ class InProcServer(LogLines):
                 up.set_exception(exc)
             raise
 
-    async def stop(self) -> None:
-        await self.transport.close_all()
+    async def stop(self) -> list[str]:
+        """Close open requests, run the lifespan's shutdown; what did not end, if any."""
+        stuck = await self.transport.close_all()
         self._stop.set()
         if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except Exception as exc:
-                logging.getLogger("mcp_lab").warning("[test] server stop: %r", exc)
+            stuck += await finish([self._task], cancel=False)
+            if not self._task.cancelled() and self._task.done() and self._task.exception():
+                stuck.append(f"lifespan failed: {self._task.exception()!r}")
+        return stuck
 
 
 class InProcUpdater(LogLines):
@@ -348,14 +348,14 @@ class InProcUpdater(LogLines):
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    async def kill(self) -> None:
+    async def kill(self) -> list[str]:
         """Stop it as a crash would: its heartbeat is left to expire and the jobs it
-        took stay pending (cancelling ``run`` cancels the jobs it scheduled)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        took stay pending (cancelling ``run`` cancels the jobs it scheduled).
+        Returns what did not end, if anything."""
+        stuck = await finish([self._task], cancel=True) if self._task is not None else []
         await self.updater.close()
         await self._redis.aclose()
+        return stuck
 
     stop = kill
 
@@ -386,11 +386,33 @@ class InProcLab:
         return updater
 
     async def aclose(self) -> None:
+        """Stop everything; a part that does not stop is an error naming it."""
+        stuck: list[str] = []
         for updater in self._updaters:
-            await updater.kill()
+            stuck += [f"{updater.name}: {s}" for s in await updater.kill()]
         for server in self._servers:
-            await server.stop()
+            stuck += [f"{server.name}: {s}" for s in await server.stop()]
             _servers.pop(urlsplit(server.url).netloc, None)
+        if stuck:
+            raise AssertionError("in-process lab did not stop:\n" + "\n".join(stuck))
+
+
+async def finish(
+    tasks: list[asyncio.Task[Any]], *, cancel: bool, seconds: float = 10.0
+) -> list[str]:
+    """Wait (bounded) for ``tasks`` to end, cancelling them first with ``cancel`` and
+    after ``seconds`` anyway; the ones that still run, with where they are."""
+    if cancel:
+        for task in tasks:
+            task.cancel()
+    pending = {t for t in tasks if not t.done()}
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=seconds)
+    if pending and not cancel:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=seconds)
+    return [f"{task.get_name()} still runs at {task.get_stack(limit=3)!r}" for task in pending]
 
 
 def http_client(url: str) -> httpx2.AsyncClient | None:
