@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message
 
 from services import state
 from services.cli.embedded_redis import free_port
-from services.server.app import Lab, http_app
+from services.server.app import http_app
 from services.server.guard import guard
 from services.settings import LabSettings
 from services.updater import Updater
@@ -276,10 +276,6 @@ class InProcServer(LogLines):
         self.transport = StreamingASGITransport(self.app, self, ("127.0.0.1", 50000))
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def lab_state(self) -> Lab:
-        return self.lab
 
     async def start(self) -> None:
         """Run the app's lifespan (relay, heartbeat) until :meth:`stop`."""
