@@ -43,6 +43,16 @@ _RETRY_SECONDS = 1.0
 _TAKE_OVER_BATCH = 100
 
 
+def _stop_if_cancelled() -> None:
+    """Raise CancelledError if this task was asked to stop. Python 3.11's
+    ``asyncio.wait_for``, which redis-py uses to send each command, can swallow a
+    cancellation that arrives just as the send completes; the task still counts it,
+    and a loop that never checks would then run on forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
     """The fields of a job entry as text; raises :class:`contract.BadMessage` for an
     entry over ``contract.MAX_MESSAGE_BYTES`` or a field that is not UTF-8."""
@@ -105,6 +115,7 @@ class Updater:
     async def _run(self) -> None:
         backoff = 0.2
         while True:
+            _stop_if_cancelled()
             try:
                 await state.ensure_job_group(self._redis)
                 # The heartbeat comes first: from now on no other updater takes this
@@ -237,6 +248,7 @@ class Updater:
 
     async def _read_new_jobs(self) -> None:
         while True:
+            _stop_if_cancelled()
             await self._beat()
             if time.monotonic() >= self._next_take_over:
                 await self._take_over_stranded()
@@ -286,6 +298,7 @@ class Updater:
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))
         while True:
+            _stop_if_cancelled()
             try:
                 await self._apply(entry_id, job)
                 return
