@@ -1,4 +1,6 @@
-"""Shared fixtures: a real Redis, lab processes, free ports.
+"""Shared fixtures: a real Redis, the lab in process (``inproc``, tests/inproc.py)
+or as processes (``lab``), free ports; and the markers (``process``, ``browser``,
+``clients``) that ``dev.py test --quick`` leaves out.
 
 Redis comes from, in order: ``REDIS_URL``; a Redis container through
 testcontainers when a Docker engine answers; a local redis-server binary
