@@ -5,7 +5,12 @@ Creates ``.venv`` and installs the project with its test extras on first use
 (and again whenever pyproject.toml changes), then runs the command in it.
 
     python3 scripts/dev.py up      [mcp-lab up options]
-    python3 scripts/dev.py test    [pytest options]
+    python3 scripts/dev.py test    [--quick] [pytest options]
+
+``test`` runs the whole suite on parallel pytest-xdist workers (unless ``-n`` is
+given, or ``REDIS_URL`` names one Redis server, whose pub/sub channels the workers
+would share). ``--quick`` runs only the fast part: every test not marked
+``process``, ``docker``, ``browser`` or ``clients``.
 """
 
 from __future__ import annotations
@@ -43,8 +48,27 @@ def _ensure_venv() -> None:
     STAMP.write_text(wanted)
 
 
-def _run(command: list[str]) -> int:
-    return subprocess.run(command, cwd=ROOT, check=False).returncode
+QUICK_MARKERS = "not process and not docker and not browser and not clients"
+# Workers for the full suite: each starts its own Redis and lab processes.
+MAX_WORKERS = 4
+
+
+def _run(command: list[str], env: dict[str, str] | None = None) -> int:
+    return subprocess.run(command, cwd=ROOT, check=False, env=env).returncode
+
+
+def _pytest_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The pytest arguments and environment for ``dev.py test args``."""
+    env = dict(os.environ)
+    if "--quick" in args:
+        args = [a for a in args if a != "--quick"]
+        args = ["-m", QUICK_MARKERS, *args]
+        env["MCP_LAB_TEST_QUICK"] = "1"
+    user_chose = any(a == "-n" or a.startswith(("-n=", "--numprocesses")) for a in args)
+    if not user_chose and not env.get("REDIS_URL"):
+        workers = max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+        args = ["-n", str(workers), "--dist", "loadfile", *args]
+    return args, env
 
 
 def main(argv: list[str]) -> int:
@@ -58,7 +82,8 @@ def main(argv: list[str]) -> int:
     if lint != 0:
         print("dev: ruff found problems (see above)", file=sys.stderr)
         return lint
-    return _run([str(BIN / "python"), "-m", "pytest", *argv[1:]])
+    args, env = _pytest_args(argv[1:])
+    return _run([str(BIN / "python"), "-m", "pytest", *args], env)
 
 
 if __name__ == "__main__":

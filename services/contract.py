@@ -51,6 +51,7 @@ def state_key(scope: str, uri: str) -> str:
     return f"{STATE_KEY_PREFIX}{scope}:{uri}"
 
 
+# Default lifetime of an updater's heartbeat (setting MCP_TEST_UPDATER_HEARTBEAT_SECONDS).
 UPDATER_HEARTBEAT_SECONDS = 15
 
 
@@ -65,6 +66,7 @@ def updater_heartbeat_key(consumer: str) -> str:
 # event: it carries an id and no message.
 RESUME_STREAM_FIELD = "stream"
 RESUME_MESSAGE_FIELD = "message"
+# Default lifetime of a replica's heartbeat (setting MCP_TEST_REPLICA_HEARTBEAT_SECONDS).
 REPLICA_HEARTBEAT_SECONDS = 15
 
 

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services import contract
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 BAD_SETTINGS_EXIT_CODE = 2
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
@@ -234,6 +236,29 @@ class LabSettings(BaseSettings):
         10_000,
         ge=1,
         description="Most Streamable HTTP sessions open at once; a new one past it gets 503.",
+    )
+    # Timings: the defaults suit a real deployment; the tests shorten them.
+    updater_heartbeat_seconds: int = Field(
+        contract.UPDATER_HEARTBEAT_SECONDS,
+        ge=1,
+        description="Lifetime of an updater's heartbeat; its jobs are taken over once it expires.",
+    )
+    take_over_every_seconds: float = Field(
+        5.0, gt=0, description="How often an updater looks for jobs of updaters without heartbeat."
+    )
+    replica_heartbeat_seconds: int = Field(
+        contract.REPLICA_HEARTBEAT_SECONDS,
+        ge=1,
+        description="Lifetime of a server replica's heartbeat (refreshed every third of it).",
+    )
+    resume_block_ms: int = Field(
+        2000, ge=10, le=8000, description="Longest wait of one read of a resumed stream's events."
+    )
+    dashboard_block_ms: int = Field(
+        5000, ge=10, le=8000, description="Longest wait of the dashboard stream for new events."
+    )
+    reconnect_backoff_max_seconds: float = Field(
+        5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )
 
     redis_url: RedisUrl = Field(

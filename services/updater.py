@@ -38,12 +38,20 @@ logger = logging.getLogger("mcp_lab.updater")
 _RawFields = dict[bytes, bytes]
 
 _BLOCK_MS = 2000
-_MAX_BACKOFF_SECONDS = 5.0
 _RETRY_SECONDS = 1.0
-# How often a running updater looks for jobs stranded by a dead updater, and how
-# many it takes over at most each time (the rest wait for the next look).
-_TAKE_OVER_EVERY_SECONDS = 5.0
+# How many jobs stranded by a dead updater one look takes over at most (the rest
+# wait for the next look, every ``take_over_every_seconds``).
 _TAKE_OVER_BATCH = 100
+
+
+def _stop_if_cancelled() -> None:
+    """Raise CancelledError if this task was asked to stop. Python 3.11's
+    ``asyncio.wait_for``, which redis-py uses to send each command, can swallow a
+    cancellation that arrives just as the send completes; the task still counts it,
+    and a loop that never checks would then run on forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
@@ -81,12 +89,35 @@ class Updater:
         self._beater = f"{socket.gethostname()}:{os.getpid()}".encode()
         self._beaten = False
         self._twin_seen = False
+        # One read of new jobs waits at most this long: the heartbeat is refreshed
+        # and the take-over check made between reads.
+        self._block_ms = max(
+            1,
+            min(
+                _BLOCK_MS,
+                int(settings.take_over_every_seconds * 1000),
+                settings.updater_heartbeat_seconds * 1000 // 3,
+            ),
+        )
         self.applied = 0
 
     async def run(self) -> None:
-        """Work until cancelled, reconnecting after any error (Redis or not)."""
+        """Work until cancelled, reconnecting after any error (Redis or not).
+
+        Cancelling it also cancels the jobs it scheduled: they stay pending, as after
+        a crash, until an updater takes them over."""
+        try:
+            await self._run()
+        finally:
+            scheduled = list(self._scheduled.values())
+            for task in scheduled:
+                task.cancel()
+            await asyncio.gather(*scheduled, return_exceptions=True)
+
+    async def _run(self) -> None:
         backoff = 0.2
         while True:
+            _stop_if_cancelled()
             try:
                 await state.ensure_job_group(self._redis)
                 # The heartbeat comes first: from now on no other updater takes this
@@ -111,7 +142,7 @@ class Updater:
                 else:
                     logger.exception("[updater] unexpected error; restarting in %.1fs", backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_seconds)
 
     async def close(self) -> None:
         """Release the updater's own Redis connection (the one that reads jobs)."""
@@ -126,7 +157,7 @@ class Updater:
         previous = await self._jobs_redis.set(  # bytes: whatever anyone wrote there
             contract.updater_heartbeat_key(self._consumer),
             self._beater,
-            ex=contract.UPDATER_HEARTBEAT_SECONDS,
+            ex=self._settings.updater_heartbeat_seconds,
             get=True,
         )
         if self._beaten and previous not in (None, self._beater) and not self._twin_seen:
@@ -154,7 +185,7 @@ class Updater:
         """Take over the pending jobs of every consumer without a heartbeat (an updater
         that died or stopped), up to ``_TAKE_OVER_BATCH`` jobs; the rest come next time.
         Jobs of live updaters, this one's included, stay where they are."""
-        self._next_take_over = time.monotonic() + _TAKE_OVER_EVERY_SECONDS
+        self._next_take_over = time.monotonic() + self._settings.take_over_every_seconds
         summary = await self._jobs_redis.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)
         holders = [c["name"] for c in summary["consumers"] if c["name"] != self._consumer.encode()]
         budget = _TAKE_OVER_BATCH
@@ -219,6 +250,7 @@ class Updater:
 
     async def _read_new_jobs(self) -> None:
         while True:
+            _stop_if_cancelled()
             await self._beat()
             if time.monotonic() >= self._next_take_over:
                 await self._take_over_stranded()
@@ -227,7 +259,7 @@ class Updater:
                 self._consumer,
                 {contract.JOBS_STREAM: ">"},
                 count=100,
-                block=_BLOCK_MS,
+                block=self._block_ms,
             )
             for _stream, entries in reply or []:
                 for entry_id, fields in entries:
@@ -268,6 +300,7 @@ class Updater:
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))
         while True:
+            _stop_if_cancelled()
             try:
                 await self._apply(entry_id, job)
                 return

@@ -1,4 +1,6 @@
-"""Shared fixtures: a real Redis, lab processes, free ports.
+"""Shared fixtures: a real Redis, the lab in process (``inproc``, tests/inproc.py)
+or as processes (``lab``), free ports; and the markers (``process``, ``browser``,
+``clients``) that ``dev.py test --quick`` leaves out.
 
 Redis comes from, in order: ``REDIS_URL``; a Redis container through
 testcontainers when a Docker engine answers; a local redis-server binary
@@ -8,27 +10,59 @@ missing part is an error, not a skip.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import pytest
 import redis
 
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.cli.embedded_redis import RedisNotFound, free_port, start_redis
 from tests import browser as chromium
+from tests.inproc import InProcLab, captured_logs
 from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # The tests flush this database before each test; when REDIS_URL points at a
 # Redis of yours, they use its database 15 so nothing else of yours is touched.
-TEST_DB = 15
+# Under pytest-xdist each worker has a database of its own: 15, 14, ... (without
+# REDIS_URL each worker also starts a Redis server of its own).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+TEST_DB = 15 - int(_WORKER.removeprefix("gw") or 0)
+if TEST_DB < 0:
+    raise pytest.UsageError("at most 16 pytest-xdist workers: Redis has 16 databases")
+
+# Tests that need these fixtures get these markers (see the README's test section):
+# `process` tests start lab processes, `browser` ones drive Chromium, `clients` ones
+# run a real client program. `dev.py test --quick` leaves them all out.
+_MARKED_BY_FIXTURE = {
+    "lab": ("process",),
+    "browser": ("browser", "process"),
+    "page": ("browser", "process"),
+    "node_client": ("clients", "process"),
+}
+# Modules whose tests start processes without those fixtures (mcp_lab, LabProcess,
+# stdio clients, the fault matrix's own lab).
+_PROCESS_MODULES = {"test_cli", "test_faults", "test_fault_matrix", "test_probe", "test_transports"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names: set[str] = set()
+        for fixture in getattr(item, "fixturenames", ()):
+            names.update(_MARKED_BY_FIXTURE.get(fixture, ()))
+        if item.module is not None and item.module.__name__.rpartition(".")[2] in _PROCESS_MODULES:
+            names.add("process")
+        for name in sorted(names):
+            item.add_marker(name)
 
 
 @pytest.fixture
@@ -132,6 +166,13 @@ class Processes:
         self._started.append(proc)
         return proc
 
+    # The waits above block; async tests use these, which leave the event loop free.
+    async def aserver(self, **settings: str) -> tuple[LabProcess, str]:
+        return await anyio.to_thread.run_sync(lambda: self.server(**settings))
+
+    async def aupdater(self, **settings: str) -> LabProcess:
+        return await anyio.to_thread.run_sync(lambda: self.updater(**settings))
+
     def stop_all(self) -> None:
         for proc in self._started:
             proc.stop()
@@ -142,6 +183,18 @@ def lab(redis_url: str) -> Iterator[Processes]:
     processes = Processes(redis_url)
     yield processes
     processes.stop_all()
+
+
+@pytest.fixture
+async def inproc(redis_url: str, anyio_backend: str) -> AsyncIterator[InProcLab]:
+    """Servers and updaters in the test's event loop (tests/inproc.py): the same
+    app and updater code as the processes, reached in memory, on the real Redis."""
+    with captured_logs():
+        lab = InProcLab(redis_url)
+        try:
+            yield lab
+        finally:
+            await lab.aclose()
 
 
 @pytest.fixture(scope="module")
@@ -189,12 +242,15 @@ def node_client() -> str:
         pytest.skip(reason)
     lock = TS_CLIENT_DIR / "package-lock.json"
     installed = TS_CLIENT_DIR / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=TS_CLIENT_DIR,
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
+    # One install at a time: pytest-xdist workers share tests/ts_client.
+    with open(TS_CLIENT_DIR / ".install.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=TS_CLIENT_DIR,
+                check=True,
+                timeout=300,
+                capture_output=True,
+            )
     return node

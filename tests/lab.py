@@ -5,6 +5,7 @@ Every wait here is on an event (a log line, a notification) and has a bound.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -25,16 +26,36 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import inproc
+
 ROOT = Path(__file__).resolve().parent.parent
 STATUS_URI = "test://review/status"
 # The official TypeScript SDK client (flow.mjs); see the node_client fixture.
 TS_CLIENT_DIR = ROOT / "tests" / "ts_client"
 
 
+# Set by ``dev.py test --quick``: a test that starts a lab process is not quick.
+QUICK = os.environ.get("MCP_LAB_TEST_QUICK") == "1"
+
+
+def _not_in_a_quick_run(what: str) -> None:
+    """In a ``--quick`` run, skip a test that starts ``what`` (it lacks the ``process``
+    marker); fail it under CI=true, where nothing skips for a missing part."""
+    if not QUICK:
+        return
+    import pytest
+
+    reason = f"starts {what}: mark the test @pytest.mark.process (left out by --quick)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 class LabProcess:
     """A lab process (``mcp-lab server`` or ``updater``) with its output captured."""
 
     def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        _not_in_a_quick_run(f"a lab process ({name})")
         self.name = name
         self._lines: list[str] = []
         self._cond = threading.Condition()
@@ -127,7 +148,9 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 
 
 def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run one ``mcp-lab`` command to completion (bounded) with ``env``."""
+    """Run one ``mcp-lab`` command to completion (bounded) with ``env``.
+    Blocking: in an async test use :func:`amcp_lab`."""
+    _not_in_a_quick_run(f"mcp-lab {' '.join(args[:1])}")
     return subprocess.run(
         [sys.executable, "-m", "services", *args],
         cwd=ROOT,
@@ -137,6 +160,11 @@ def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
         timeout=60,
         check=False,
     )
+
+
+async def amcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`mcp_lab` without blocking the event loop."""
+    return await anyio.to_thread.run_sync(lambda: mcp_lab(env, *args))
 
 
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
@@ -218,10 +246,14 @@ async def _recording_session(read: Any, write: Any, name: str) -> AsyncIterator[
 
 @asynccontextmanager
 async def connect(url: str, name: str = "pytest-client") -> AsyncIterator[LabClient]:
-    """An initialized 2025-11-25 session over Streamable HTTP whose client name is ``name``."""
-    async with streamable_http_client(url) as (read, write):
-        async with _recording_session(read, write, name) as client:
-            yield client
+    """An initialized 2025-11-25 session over Streamable HTTP whose client name is ``name``
+    (in memory when ``url`` is an in-process server's, see tests/inproc.py)."""
+    async with contextlib.AsyncExitStack() as stack:
+        http = inproc.http_client(url)
+        if http is not None:
+            await stack.enter_async_context(http)
+        read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+        yield await stack.enter_async_context(_recording_session(read, write, name))
 
 
 @asynccontextmanager
@@ -262,7 +294,7 @@ class RawSession:
         self.url = url
         self.name = name
         self.session_id: str | None = None
-        self._http = httpx2.AsyncClient(timeout=10)
+        self._http = inproc.http_client(url) or httpx2.AsyncClient(timeout=10)
         self._next_id = 0
 
     async def close(self) -> None:

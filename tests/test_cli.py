@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from services.cli.embedded_redis import free_port
-from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
+from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -21,14 +21,18 @@ def cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return mcp_lab(lab_env(redis_url), *args)
 
 
+async def acli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return await amcp_lab(lab_env(redis_url), *args)
+
+
 async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, redis_url) -> None:
-    _, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
-    lab.updater(update_delay_seconds=NO_AUTO_UPDATE)
+    _, url = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE)
+    await lab.aupdater(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "a") as a, connect(url, "b") as b, connect(url, "idle") as idle:
         await a.session.subscribe_resource(STATUS_URI)
         await b.session.subscribe_resource(STATUS_URI)
 
-        result = cli(redis_url, "trigger")
+        result = await acli(redis_url, "trigger")
         assert result.returncode == 0, result.stderr
         assert "applied" in result.stdout
         assert f"mcp-lab: Redis at {redis_url} (REDIS_URL)" in result.stderr
@@ -38,21 +42,21 @@ async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, r
         assert version_of(await b.read_text()) == 2
         assert version_of(await idle.read_text()) == 1
 
-        result = cli(redis_url, "reset")
+        result = await acli(redis_url, "reset")
         assert result.returncode == 0, result.stderr
         assert "2 state(s) deleted" in result.stdout
         assert version_of(await a.read_text()) == 1
 
 
 async def test_trigger_for_one_session(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
-    lab.updater(update_delay_seconds=NO_AUTO_UPDATE)
+    server, url = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE)
+    await lab.aupdater(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "chosen") as a, connect(url, "other") as b:
         await a.session.subscribe_resource(STATUS_URI)
         await b.session.subscribe_resource(STATUS_URI)
-        line = server.wait_for(r"\[initialize\] .*client=chosen/")
+        line = await server.await_line(r"\[initialize\] .*client=chosen/")
         session = line.split("session=")[1].split()[0]
-        result = cli(redis_url, "trigger", "--session", session)
+        result = await acli(redis_url, "trigger", "--session", session)
         assert result.returncode == 0, result.stderr
         assert await a.wait_updated(1) == [STATUS_URI]
         await b.session.send_ping()

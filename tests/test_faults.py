@@ -57,10 +57,10 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
 
 
 async def test_relay_delivers_an_update_it_missed_when_it_resubscribes(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="600")
+    server, url = await lab.aserver(update_delay_seconds="600")
     async with connect(url, "reconciled") as client:
         await client.session.subscribe_resource(STATUS_URI)
-        line = server.wait_for(r"\[initialize\] .*client=reconciled/")
+        line = await server.await_line(r"\[initialize\] .*client=reconciled/")
         session = line.split("session=")[1].split()[0]
         # An update whose publish the relay never hears: the state moves on,
         # and the relay's pub/sub connection is cut before anything is published.

@@ -1,4 +1,5 @@
-"""The ideal client flow against real server and updater processes and a real Redis."""
+"""The ideal client flow: the server app and the updater in the test's event loop
+(tests/inproc.py), the mcp SDK client, a real Redis."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ DELAY = "0.5"
 BOUND = 10.0
 
 
-async def test_full_flow_reaches_version_2_and_logs_the_seed_lines(lab) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+async def test_full_flow_reaches_version_2_and_logs_the_seed_lines(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds=DELAY)
+    await inproc.updater(update_delay_seconds=DELAY)
 
     async with connect(url, "flow-client") as client:
         assert client.init is not None
@@ -54,12 +55,12 @@ async def test_full_flow_reaches_version_2_and_logs_the_seed_lines(lab) -> None:
     ]
     position = 0
     for pattern in expected:
-        line = server.wait_for(pattern, timeout=5, since=position)
+        line = await server.await_line(pattern, timeout=5, since=position)
         position = server.lines.index(line, position) + 1
 
 
-async def test_unknown_uri_is_named_in_a_32002_error(lab) -> None:
-    _, url = lab.server()
+async def test_unknown_uri_is_named_in_a_32002_error(inproc) -> None:
+    _, url = await inproc.server()
     async with connect(url) as client:
         for call in (client.session.read_resource, client.session.subscribe_resource):
             with pytest.raises(MCPError) as caught:
@@ -68,8 +69,8 @@ async def test_unknown_uri_is_named_in_a_32002_error(lab) -> None:
             assert caught.value.error.data == {"uri": "test://no/such"}
 
 
-async def test_tool_is_offered_only_when_enabled(lab) -> None:
-    _, url = lab.server(enable_tool="true")
+async def test_tool_is_offered_only_when_enabled(inproc) -> None:
+    _, url = await inproc.server(enable_tool="true")
     async with connect(url) as client:
         assert client.init is not None and client.init.capabilities.tools is not None
         tools = await client.session.list_tools()
@@ -80,13 +81,13 @@ async def test_tool_is_offered_only_when_enabled(lab) -> None:
         assert version_of(content.text) == 1
 
 
-async def test_session_scope_keeps_other_sessions_at_version_1(lab) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+async def test_session_scope_keeps_other_sessions_at_version_1(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds=DELAY)
+    await inproc.updater(update_delay_seconds=DELAY)
     async with connect(url, "subscriber") as a, connect(url, "bystander") as b:
         await a.session.subscribe_resource(STATUS_URI)
         await a.wait_updated(1, timeout=float(DELAY) + BOUND)
-        server.wait_for(r"\[notification/send\] .*client=subscriber/", timeout=5)
+        await server.await_line(r"\[notification/send\] .*client=subscriber/", timeout=5)
         await b.session.send_ping()  # anything in flight to b has arrived by now
         assert b.updated == []
         assert server.matching(r"\[notification/send\] .*client=bystander/") == []
@@ -94,9 +95,9 @@ async def test_session_scope_keeps_other_sessions_at_version_1(lab) -> None:
         assert version_of(await a.read_text()) == 2
 
 
-async def test_shared_scope_shows_the_new_version_to_every_session(lab) -> None:
-    _, url = lab.server(update_delay_seconds=DELAY, state_scope="shared")
-    lab.updater(update_delay_seconds=DELAY, state_scope="shared")
+async def test_shared_scope_shows_the_new_version_to_every_session(inproc) -> None:
+    _, url = await inproc.server(update_delay_seconds=DELAY, state_scope="shared")
+    await inproc.updater(update_delay_seconds=DELAY, state_scope="shared")
     async with connect(url, "subscriber") as a, connect(url, "bystander") as b:
         assert version_of(await b.read_text()) == 1
         await a.session.subscribe_resource(STATUS_URI)
@@ -105,9 +106,9 @@ async def test_shared_scope_shows_the_new_version_to_every_session(lab) -> None:
         assert version_of(await b.read_text()) == 2
 
 
-async def test_later_subscribe_bumps_again(lab) -> None:
-    _, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+async def test_later_subscribe_bumps_again(inproc) -> None:
+    _, url = await inproc.server(update_delay_seconds=DELAY)
+    await inproc.updater(update_delay_seconds=DELAY)
     async with connect(url) as client:
         await client.session.subscribe_resource(STATUS_URI)
         await client.wait_updated(1, timeout=float(DELAY) + BOUND)
@@ -116,13 +117,13 @@ async def test_later_subscribe_bumps_again(lab) -> None:
         assert version_of(await client.read_text()) == 3
 
 
-async def test_unsubscribe_stops_notifications(lab) -> None:
-    server, url = lab.server(update_delay_seconds="1")
-    updater = lab.updater(update_delay_seconds="1")
+async def test_unsubscribe_stops_notifications(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds="1")
+    updater = await inproc.updater(update_delay_seconds="1")
     async with connect(url, "quitter") as client:
         await client.session.subscribe_resource(STATUS_URI)
         await client.session.unsubscribe_resource(STATUS_URI)
-        server.wait_for(r"\[resources/unsubscribe\] .*was_subscribed=True", timeout=5)
+        await server.await_line(r"\[resources/unsubscribe\] .*was_subscribed=True", timeout=5)
         # The job still runs and publishes; the relay finds nobody to notify.
         await updater.await_line(r"\[resource/update\] .*version=2", timeout=BOUND)
         await server.await_line(r"\[relay\] no subscribed session here", timeout=BOUND)
@@ -131,9 +132,9 @@ async def test_unsubscribe_stops_notifications(lab) -> None:
         assert server.matching(r"\[notification/send\]") == []
 
 
-async def test_list_changed_follows_each_update_when_enabled(lab) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY, send_list_changed="true")
-    lab.updater(update_delay_seconds=DELAY)
+async def test_list_changed_follows_each_update_when_enabled(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds=DELAY, send_list_changed="true")
+    await inproc.updater(update_delay_seconds=DELAY)
     async with connect(url, "lister") as client:
         await client.session.subscribe_resource(STATUS_URI)
         await client.wait_updated(1, timeout=float(DELAY) + BOUND)
@@ -143,9 +144,9 @@ async def test_list_changed_follows_each_update_when_enabled(lab) -> None:
         assert client.list_changed == 1
 
 
-async def test_nothing_is_sent_after_the_session_ends(lab) -> None:
-    server, url = lab.server(update_delay_seconds="1")
-    lab.updater(update_delay_seconds="1")
+async def test_nothing_is_sent_after_the_session_ends(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds="1")
+    await inproc.updater(update_delay_seconds="1")
     async with connect(url, "leaver") as client:
         await client.session.subscribe_resource(STATUS_URI)
     await server.await_line(r"\[session/end\] closed .*client=leaver/.* subscriptions=1")

@@ -1,12 +1,13 @@
-"""The relay: hand-typed publishes, garbage on the channel, several server replicas."""
+"""The relay: hand-typed publishes, garbage on the channel, several server replicas
+(in-process servers, tests/inproc.py; real redis-cli and Redis)."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 from urllib.parse import urlsplit
 
+import anyio
 import pytest
 
 from services.cli.embedded_redis import redis_binary
@@ -19,8 +20,8 @@ CHANNEL = "mcp:resources:updated"
 NO_AUTO_UPDATE = "600"
 
 
-def redis_cli(redis_url: str, *args: str) -> str:
-    """Run the real redis-cli binary against ``redis_url``."""
+async def redis_cli(redis_url: str, *args: str) -> str:
+    """Run the real redis-cli binary against ``redis_url`` (without blocking the loop)."""
     parts = urlsplit(redis_url)
     db = parts.path.strip("/") or "0"
     command = [
@@ -33,26 +34,29 @@ def redis_cli(redis_url: str, *args: str) -> str:
         db,
         *args,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
-    return result.stdout.strip()
+    with anyio.fail_after(10):
+        result = await anyio.run_process(command, check=True)
+    return result.stdout.decode().strip()
 
 
-async def test_redis_cli_publish_of_a_bare_uri_is_relayed(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+async def test_redis_cli_publish_of_a_bare_uri_is_relayed(inproc, redis_url) -> None:
+    server, url = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "manual") as client:
         await client.session.subscribe_resource(STATUS_URI)
-        receivers = redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
+        receivers = await redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
         assert receivers == "1"  # the server's relay
         assert await client.wait_updated(1) == [STATUS_URI]
-        server.wait_for(r"\[resource/update\] uri=test://review/status version=1 ", timeout=5)
+        await server.await_line(
+            r"\[resource/update\] uri=test://review/status version=1 ", timeout=5
+        )
         # A bare publish notifies without a version change.
         assert version_of(await client.read_text()) == 1
 
 
 async def test_garbage_on_the_channel_is_ignored_and_the_relay_keeps_working(
-    lab, redis_url
+    inproc, redis_url
 ) -> None:
-    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    server, url = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "patient") as client:
         await client.session.subscribe_resource(STATUS_URI)
         garbage = [
@@ -64,9 +68,9 @@ async def test_garbage_on_the_channel_is_ignored_and_the_relay_keeps_working(
         ]
         for payload in garbage:
             mark = server.mark()
-            redis_cli(redis_url, "publish", CHANNEL, payload)
+            await redis_cli(redis_url, "publish", CHANNEL, payload)
             await server.await_line(r"\[relay\] ignored message: ", since=mark, timeout=5)
-        redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
+        await redis_cli(redis_url, "publish", CHANNEL, STATUS_URI)
         assert await client.wait_updated(1) == [STATUS_URI]
         assert len(server.matching(r"\[relay\] ignored message")) == len(garbage)
 
@@ -77,9 +81,9 @@ LONGEST_LINE = 600
 
 
 async def test_oversized_and_binary_payloads_get_one_short_line_each_and_the_relay_keeps_working(
-    lab, redis_client
+    inproc, redis_client
 ) -> None:
-    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+    server, url = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "steadfast") as client:
         await client.session.subscribe_resource(STATUS_URI)
         ignored: list[tuple[bytes, str]] = [
@@ -115,39 +119,39 @@ async def test_oversized_and_binary_payloads_get_one_short_line_each_and_the_rel
     assert max(len(line) for line in server.lines) < LONGEST_LINE
 
 
-async def test_json_message_for_one_session_reaches_only_that_session(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+async def test_json_message_for_one_session_reaches_only_that_session(inproc, redis_url) -> None:
+    server, url = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url, "target") as a, connect(url, "other") as b:
         await a.session.subscribe_resource(STATUS_URI)
         await b.session.subscribe_resource(STATUS_URI)
-        line = server.wait_for(r"\[initialize\] .*client=target/")
+        line = await server.await_line(r"\[initialize\] .*client=target/")
         session = line.split("session=")[1].split()[0]
         message = f'{{"uri":"{STATUS_URI}","session":"{session}","version":7}}'
-        redis_cli(redis_url, "publish", CHANNEL, message)
+        await redis_cli(redis_url, "publish", CHANNEL, message)
         assert await a.wait_updated(1) == [STATUS_URI]
-        server.wait_for(r"\[notification/send\] .*client=target/", timeout=5)
+        await server.await_line(r"\[notification/send\] .*client=target/", timeout=5)
         await b.session.send_ping()
         assert b.updated == []
         assert server.matching(r"\[notification/send\] .*client=other/") == []
 
 
-async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(lab, redis_url) -> None:
-    one, url_one = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
-    two, url_two = lab.server(update_delay_seconds=NO_AUTO_UPDATE)
+async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(inproc, redis_url) -> None:
+    one, url_one = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
+    two, url_two = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
     async with connect(url_one, "on-one") as a, connect(url_two, "on-two") as b:
         await a.session.subscribe_resource(STATUS_URI)
         await b.session.subscribe_resource(STATUS_URI)
-        assert redis_cli(redis_url, "publish", CHANNEL, STATUS_URI) == "2"
+        assert await redis_cli(redis_url, "publish", CHANNEL, STATUS_URI) == "2"
         assert await a.wait_updated(1) == [STATUS_URI]
         assert await b.wait_updated(1) == [STATUS_URI]
-        one.wait_for(r"\[notification/send\] .*client=on-one/", timeout=5)
-        two.wait_for(r"\[notification/send\] .*client=on-two/", timeout=5)
+        await one.await_line(r"\[notification/send\] .*client=on-one/", timeout=5)
+        await two.await_line(r"\[notification/send\] .*client=on-two/", timeout=5)
 
 
-async def test_updater_job_for_a_session_on_another_replica_reaches_it(lab) -> None:
-    _, url_one = lab.server(update_delay_seconds="0.3")
-    _, url_two = lab.server(update_delay_seconds="0.3")
-    lab.updater(update_delay_seconds="0.3")
+async def test_updater_job_for_a_session_on_another_replica_reaches_it(inproc) -> None:
+    _, url_one = await inproc.server(update_delay_seconds="0.3")
+    _, url_two = await inproc.server(update_delay_seconds="0.3")
+    await inproc.updater(update_delay_seconds="0.3")
     async with connect(url_one, "bystander") as a, connect(url_two, "subscriber") as b:
         await b.session.subscribe_resource(STATUS_URI)
         assert await b.wait_updated(1) == [STATUS_URI]

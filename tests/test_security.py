@@ -1,4 +1,8 @@
-"""Who may talk to the server, and what hostile input gets: a clear 4xx, never a 5xx or a hang."""
+"""Who may talk to the server, and what hostile input gets: a clear 4xx, never a 5xx or a hang.
+
+The HTTP-level checks drive the guarded app in memory (tests/inproc.py); what depends
+on uvicorn's socket handling (an endless chunked body, a Content-Length that lies) and
+the ``mcp-lab probe`` command run a real server process."""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +21,7 @@ from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from services.server.guard import CloseWhenBodyUnread, TokenAndSizeGuard
+from tests.inproc import http_client
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
@@ -34,42 +40,62 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 
 def post(url: str, body: object, **headers: str) -> httpx2.Response:
+    """POST to a real server (a process)."""
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     return httpx2.post(url, content=content, headers={**HEADERS, **headers}, timeout=10)
 
 
-def test_origin_from_another_site_gets_403_and_localhost_origins_pass(lab) -> None:
-    _, url = lab.server()
-    assert post(url, INIT, Origin="https://evil.example").status_code == 403
+async def apost(url: str, body: object, **headers: str) -> httpx2.Response:
+    """POST to the in-process server of ``url``, in memory."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with client_of(url) as client:
+        return await client.post(url, content=content, headers={**HEADERS, **headers})
+
+
+async def aget(url: str, **headers: str) -> httpx2.Response:
+    async with client_of(url) as client:
+        return await client.get(url, headers=headers)
+
+
+def client_of(url: str) -> httpx2.AsyncClient:
+    client = http_client(url)
+    assert client is not None, f"no in-process server at {url}"
+    return client
+
+
+async def test_origin_from_another_site_gets_403_and_localhost_origins_pass(inproc) -> None:
+    _, url = await inproc.server()
+    assert (await apost(url, INIT, Origin="https://evil.example")).status_code == 403
     sse = url.removesuffix("/mcp") + "/sse"
-    assert (
-        httpx2.get(sse, headers={"Origin": "https://evil.example"}, timeout=10).status_code == 403
-    )
-    assert post(url, INIT, Origin="http://localhost:3000").status_code == 200
-    assert post(url, INIT).status_code == 200  # no Origin: not a browser
+    assert (await aget(sse, Origin="https://evil.example")).status_code == 403
+    assert (await apost(url, INIT, Origin="http://localhost:3000")).status_code == 200
+    assert (await apost(url, INIT)).status_code == 200  # no Origin: not a browser
 
 
-def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(lab) -> None:
-    _, url = lab.server(allowed_hosts="lab.internal", allowed_origins="https://ui.example")
-    assert post(url, INIT, Host="attacker.example").status_code == 421
-    assert post(url, INIT, Host="lab.internal").status_code == 200
-    assert post(url, INIT, Origin="https://ui.example").status_code == 200
-    assert post(url, INIT, Origin="https://other.example").status_code == 403
+async def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(inproc) -> None:
+    _, url = await inproc.server(allowed_hosts="lab.internal", allowed_origins="https://ui.example")
+    assert (await apost(url, INIT, Host="attacker.example")).status_code == 421
+    assert (await apost(url, INIT, Host="lab.internal")).status_code == 200
+    assert (await apost(url, INIT, Origin="https://ui.example")).status_code == 200
+    assert (await apost(url, INIT, Origin="https://other.example")).status_code == 403
 
 
-async def test_auth_token_is_required_when_set(lab) -> None:
-    _, url = lab.server(auth_token="s3cret", update_delay_seconds="0.3")
-    lab.updater(update_delay_seconds="0.3")
+async def test_auth_token_is_required_when_set(inproc) -> None:
+    _, url = await inproc.server(auth_token="s3cret")
     base = url.removesuffix("/mcp")
-    refused = post(url, INIT)
+    refused = await apost(url, INIT)
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Bearer")
-    assert post(url, INIT, Authorization="Bearer wrong").status_code == 401
-    assert post(url, INIT, Authorization="Bearer s3cret").status_code == 200
-    assert httpx2.get(f"{base}/healthz", timeout=10).status_code == 200
-    assert httpx2.get(f"{base}/api/report", timeout=10).status_code == 401
-    assert httpx2.get(f"{base}/api/report?token=s3cret", timeout=10).status_code == 200
+    assert (await apost(url, INIT, Authorization="Bearer wrong")).status_code == 401
+    assert (await apost(url, INIT, Authorization="Bearer s3cret")).status_code == 200
+    assert (await aget(f"{base}/healthz")).status_code == 200
+    assert (await aget(f"{base}/api/report")).status_code == 401
+    assert (await aget(f"{base}/api/report?token=s3cret")).status_code == 200
 
+
+def test_probe_sends_the_auth_token(lab) -> None:
+    _, url = lab.server(auth_token="s3cret", update_delay_seconds="0.3")
+    lab.updater(update_delay_seconds="0.3")
     result = mcp_lab(
         lab_env(""),
         "probe",
@@ -86,12 +112,12 @@ async def test_auth_token_is_required_when_set(lab) -> None:
     assert mcp_lab(lab_env(""), "probe", "--url", url, "--timeout", "5").returncode == 3
 
 
-def test_an_oversized_body_gets_413(lab) -> None:
-    server, url = lab.server(max_body_bytes="4096")
+async def test_an_oversized_body_gets_413(inproc) -> None:
+    server, url = await inproc.server(max_body_bytes="4096")
     huge = {**INIT, "params": {**INIT["params"], "padding": "x" * 10_000}}
-    assert post(url, huge).status_code == 413
-    server.wait_for(r"\[guard\] body of \d+ bytes refused")
-    assert post(url, INIT).status_code == 200
+    assert (await apost(url, huge)).status_code == 413
+    await server.await_line(r"\[guard\] body of \d+ bytes refused")
+    assert (await apost(url, INIT)).status_code == 200
 
 
 class RecordingApp:
@@ -192,7 +218,7 @@ async def test_guard_answers_nothing_when_the_client_goes_away_mid_body() -> Non
     assert (sent, app.bodies, read) == ([], [], 1)
 
 
-def init_then_padding(padding: int) -> Iterator[bytes]:
+async def init_then_padding(padding: int) -> AsyncIterator[bytes]:
     """A chunked body: a valid initialize, then ``padding`` bytes of JSON whitespace.
     The whole body is a valid request, so only the size limit can refuse it."""
     yield json.dumps(INIT).encode()
@@ -200,24 +226,26 @@ def init_then_padding(padding: int) -> Iterator[bytes]:
         yield b" " * min(1024, padding - start)
 
 
-def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_the_app(lab) -> None:
-    server, url = lab.server(max_body_bytes="4096")
-    with httpx2.Client(timeout=10) as client:
-        small = client.post(url, content=init_then_padding(1000), headers=HEADERS)
+async def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_the_app(inproc) -> None:
+    server, url = await inproc.server(max_body_bytes="4096")
+    async with client_of(url) as client:
+        small = await client.post(url, content=init_then_padding(1000), headers=HEADERS)
         assert small.status_code == 200  # a chunked body within the limit goes through
         assert small.request.headers["transfer-encoding"] == "chunked"
 
         mark = server.mark()
-        refused = client.post(url, content=init_then_padding(200_000), headers=HEADERS)
+        refused = await client.post(url, content=init_then_padding(200_000), headers=HEADERS)
         assert "content-length" not in refused.request.headers
         assert refused.status_code == 413
         assert refused.headers["content-type"] == "application/json"
         assert refused.json() == {"error": "request body over 4096 bytes"}
-        line = server.wait_for(r"\[guard\] body refused at \d+ bytes", since=mark, timeout=5)
+        line = await server.await_line(
+            r"\[guard\] body refused at \d+ bytes", since=mark, timeout=5
+        )
         assert "over the limit of 4096 (no Content-Length) POST /mcp" in line
 
-        assert client.post(url, json=INIT, headers=HEADERS).status_code == 200
-    server.wait_for(r"\[initialize\] .*client=guard-test/", since=mark, timeout=5)
+        assert (await client.post(url, json=INIT, headers=HEADERS)).status_code == 200
+    await server.await_line(r"\[initialize\] .*client=guard-test/", since=mark, timeout=5)
     # Two accepted initializes: the refused body never reached the app.
     assert len(server.matching(r"\[initialize\] .*client=guard-test/")) == 2
     assert len(server.matching(r"\[guard\] body refused")) == 1
@@ -322,14 +350,13 @@ def test_a_content_length_that_lies_cannot_carry_more_than_it_says(lab) -> None:
     assert "Traceback" not in "\n".join(server.lines)
 
 
-async def test_hostile_json_rpc_gets_clear_errors(lab) -> None:
-    server, url = lab.server()
-    assert post(url, b"{not json").status_code == 400
-    assert post(url, b"[]").status_code in (400, 200)
-    assert post(url, {"jsonrpc": "2.0", "id": 1}).status_code == 400
-    assert post(
-        url, INIT, **{"Mcp-Session-Id": "no-such-session", "MCP-Protocol-Version": "2025-11-25"}
-    ).status_code in (400, 404)
+async def test_hostile_json_rpc_gets_clear_errors(inproc) -> None:
+    server, url = await inproc.server()
+    assert (await apost(url, b"{not json")).status_code == 400
+    assert (await apost(url, b"[]")).status_code in (400, 200)
+    assert (await apost(url, {"jsonrpc": "2.0", "id": 1})).status_code == 400
+    unknown = {"Mcp-Session-Id": "no-such-session", "MCP-Protocol-Version": "2025-11-25"}
+    assert (await apost(url, INIT, **unknown)).status_code in (400, 404)
     raw = RawSession(url, "hostile")
     try:
         await raw.initialize()
@@ -384,10 +411,14 @@ HEADER_VALUES = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_
 )
 
 
-def test_fuzzed_requests_never_get_a_5xx_and_the_server_still_serves(lab) -> None:
-    server, url = lab.server(update_delay_seconds="0.3")
-    lab.updater(update_delay_seconds="0.3")
+async def test_fuzzed_requests_never_get_a_5xx_and_the_server_still_serves(inproc) -> None:
+    server, url = await inproc.server(update_delay_seconds="0.3")
+    await inproc.updater(update_delay_seconds="0.3")
     statuses: list[int] = []
+    client = client_of(url)
+
+    async def send(body: bytes, headers: dict[str, str]) -> httpx2.Response:
+        return await client.post(url, content=body, headers=headers)
 
     @settings(
         max_examples=150,
@@ -401,19 +432,17 @@ def test_fuzzed_requests_never_get_a_5xx_and_the_server_still_serves(lab) -> Non
             headers["Mcp-Session-Id"] = session
         if version:
             headers["MCP-Protocol-Version"] = version
-        response = httpx2.post(url, content=body, headers=headers, timeout=10)
+        response = anyio.from_thread.run(send, body, headers)
         statuses.append(response.status_code)
         assert response.status_code < 500, (body, headers, response.text[:200])
 
-    one()
+    # Hypothesis drives its examples from a worker thread; each request runs in
+    # this loop, where the app runs.
+    async with client:
+        await anyio.to_thread.run_sync(one)
     assert len(statuses) >= 100
     assert "Traceback" not in "\n".join(server.lines)
-    import anyio
-
-    async def normal_client() -> int:
-        async with connect(url, "after-fuzz") as client:
-            await client.session.subscribe_resource(STATUS_URI)
-            await client.wait_updated(1, timeout=15)
-            return version_of(await client.read_text())
-
-    assert anyio.run(normal_client) == 2
+    async with connect(url, "after-fuzz") as lab_client:
+        await lab_client.session.subscribe_resource(STATUS_URI)
+        await lab_client.wait_updated(1, timeout=15)
+        assert version_of(await lab_client.read_text()) == 2

@@ -23,11 +23,11 @@ from mcp.shared.exceptions import MCPError
 from tests.lab import (
     ROOT,
     STATUS_URI,
+    amcp_lab,
     connect,
     connect_sse,
     connect_stdio,
     lab_env,
-    mcp_lab,
     stdio_server,
     version_of,
 )
@@ -60,30 +60,30 @@ async def modern_flow(client: Client) -> None:
 
 
 async def test_modern_listen_over_streamable_http(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     info = mcp_types.Implementation(name="modern-client", version="1.0")
     async with Client(url, client_info=info) as client:
         caps = client.server_capabilities
         assert caps is not None and caps.resources is not None and caps.resources.subscribe
         await modern_flow(client)
     who = r"session=modern:modern-client/1\.0 client=modern-client/1\.0"
-    server.wait_for(rf"\[server/discover\] client connected {who}")
-    server.wait_for(rf"\[subscriptions/listen\] uri=test://review/status {who} job=")
-    server.wait_for(rf"\[notification/send\] notifications/resources/updated .*{who}")
-    server.wait_for(rf"\[resources/read\] uri=test://review/status version=2 {who}")
+    await server.await_line(rf"\[server/discover\] client connected {who}")
+    await server.await_line(rf"\[subscriptions/listen\] uri=test://review/status {who} job=")
+    await server.await_line(rf"\[notification/send\] notifications/resources/updated .*{who}")
+    await server.await_line(rf"\[resources/read\] uri=test://review/status version=2 {who}")
 
-    result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
+    result = await amcp_lab(lab_env(redis_url), "report", "--format", "json")
     entry = next(c for c in json.loads(result.stdout)["clients"] if c["client"] == "modern-client")
     assert entry["level"] == 6
     session = entry["sessions"][0]
     assert session["protocol"] == "2026-07-28"
     assert all(session["checkpoints"].values()), session["checkpoints"]
-    server.wait_for(rf"\[subscriptions/listen\] stream ended {who}")
+    await server.await_line(rf"\[subscriptions/listen\] stream ended {who}")
 
 
 async def test_modern_unknown_resource_is_invalid_params(lab) -> None:
-    _, url = lab.server()
+    _, url = await lab.aserver()
     async with Client(url) as client:
         with pytest.raises(MCPError) as caught:
             await client.read_resource("test://no/such")
@@ -92,21 +92,23 @@ async def test_modern_unknown_resource_is_invalid_params(lab) -> None:
 
 
 async def test_legacy_sse_transport(lab) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     sse_url = url.removesuffix("/mcp") + "/sse"
     async with connect_sse(sse_url, "sse-client") as client:
         assert version_of(await client.read_text()) == 1
         await client.session.subscribe_resource(STATUS_URI)
         await client.wait_updated(1, timeout=float(DELAY) + BOUND)
         assert version_of(await client.read_text()) == 2
-    server.wait_for(r"\[initialize\] client connected .*client=sse-client/1\.0 .*transport=sse")
-    line = server.wait_for(r"\[notification/send\] .*client=sse-client/")
+    await server.await_line(
+        r"\[initialize\] client connected .*client=sse-client/1\.0 .*transport=sse"
+    )
+    line = await server.await_line(r"\[notification/send\] .*client=sse-client/")
     assert "delivered=no" not in line
 
 
 async def test_legacy_flow_over_stdio_logs_only_to_stderr(lab, redis_url) -> None:
-    lab.updater(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     env = lab_env(redis_url, update_delay_seconds=DELAY)
     with tempfile.TemporaryFile("w+") as errlog:
         async with connect_stdio(env, errlog, "stdio-client") as client:
@@ -122,7 +124,7 @@ async def test_legacy_flow_over_stdio_logs_only_to_stderr(lab, redis_url) -> Non
 
 
 async def test_modern_listen_over_stdio(lab, redis_url) -> None:
-    lab.updater(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     env = lab_env(redis_url, update_delay_seconds=DELAY)
     info = mcp_types.Implementation(name="modern-stdio", version="1.0")
     async with Client(stdio_server(env), client_info=info) as client:
@@ -175,8 +177,8 @@ def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
 async def test_one_publish_reaches_a_legacy_session_and_a_listen_stream_on_two_replicas(
     lab, redis_client
 ) -> None:
-    one, url_one = lab.server(update_delay_seconds="600")
-    two, url_two = lab.server(update_delay_seconds="600")
+    one, url_one = await lab.aserver(update_delay_seconds="600")
+    two, url_two = await lab.aserver(update_delay_seconds="600")
     info = mcp_types.Implementation(name="modern-replica", version="1.0")
     async with (
         connect(url_one, "legacy-replica") as legacy,
@@ -185,11 +187,13 @@ async def test_one_publish_reaches_a_legacy_session_and_a_listen_stream_on_two_r
         await legacy.session.subscribe_resource(STATUS_URI)
         with anyio.fail_after(BOUND):
             async with modern.listen(resource_subscriptions=[STATUS_URI]) as subscription:
-                two.wait_for(r"\[subscriptions/listen\] uri=test://review/status .*modern-replica")
+                await two.await_line(
+                    r"\[subscriptions/listen\] uri=test://review/status .*modern-replica"
+                )
                 assert redis_client.publish("mcp:resources:updated", STATUS_URI) == 2
                 async for update in subscription:
                     assert update.uri == STATUS_URI
                     break
         assert await legacy.wait_updated(1, timeout=BOUND) == [STATUS_URI]
-    one.wait_for(r"\[notification/send\] .*client=legacy-replica/")
-    two.wait_for(r"\[notification/send\] .*client=modern-replica/")
+    await one.await_line(r"\[notification/send\] .*client=legacy-replica/")
+    await two.await_line(r"\[notification/send\] .*client=modern-replica/")

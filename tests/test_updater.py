@@ -1,4 +1,7 @@
-"""The updater: durable jobs, crash recovery, exactly-once application."""
+"""The updater: durable jobs, crash recovery, exactly-once application.
+
+The SIGKILL test runs real processes; the others run the updater in the test's
+event loop (tests/inproc.py)."""
 
 from __future__ import annotations
 
@@ -17,15 +20,15 @@ BOUND = 15.0
 
 
 async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="2")
-    updater = lab.updater(update_delay_seconds="2")
+    server, url = await lab.aserver(update_delay_seconds="2")
+    updater = await lab.aupdater(update_delay_seconds="2")
     async with connect(url, "survivor") as client:
         await client.session.subscribe_resource(STATUS_URI)
         await updater.await_line(r"\[updater\] scheduled job=")
         updater.kill()  # SIGKILL while the job waits out its delay
         assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
 
-        again = lab.updater(update_delay_seconds="2")
+        again = await lab.aupdater(update_delay_seconds="2")
         # Its own name's leftovers, although the killed one's heartbeat has not expired.
         assert again.matching(
             r"\[updater\] took over 1 job\(s\) of consumer='updater' "
@@ -45,13 +48,13 @@ async def test_updater_killed_during_the_delay_still_delivers_once(lab, redis_cl
         assert pending["pending"] == 0
 
 
-async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(lab) -> None:
-    _, url = lab.server(update_delay_seconds="0.2")
+async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(inproc) -> None:
+    _, url = await inproc.server(update_delay_seconds="0.2")
     async with connect(url, "early") as client:
         await client.session.subscribe_resource(STATUS_URI)
         await client.session.send_ping()
         assert client.updated == []
-        lab.updater(update_delay_seconds="0.2")
+        await inproc.updater(update_delay_seconds="0.2")
         assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
         assert version_of(await client.read_text()) == 2
 
@@ -99,11 +102,11 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
         await redis.aclose()
 
 
-async def test_bad_job_is_dropped_with_a_log_line(lab, redis_client) -> None:
-    updater = lab.updater()
+async def test_bad_job_is_dropped_with_a_log_line(inproc, redis_client) -> None:
+    updater = await inproc.updater()
     redis_client.xadd(contract.JOBS_STREAM, {"uri": "test://nope", "target": "*"})
     await updater.await_line(r"\[updater\] dropped bad job \S+: unknown uri")
-    assert updater.process.poll() is None
+    assert updater.running
 
 
 # A dropped job's log line shows each field cut to 60 characters and the reason
@@ -112,9 +115,9 @@ LONGEST_LINE = 600
 
 
 async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_working(
-    lab, redis_url
+    inproc, redis_url
 ) -> None:
-    _, url = lab.server(update_delay_seconds="0.3")
+    _, url = await inproc.server(update_delay_seconds="0.3")
     raw = redis.Redis.from_url(redis_url)  # bytes in and out, as a hostile writer sends them
     try:
         # A job that is not UTF-8, taken by an updater that then died: the next
@@ -122,7 +125,7 @@ async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_workin
         pending_id = raw.xadd(contract.JOBS_STREAM, {b"uri": b"\xff\xfe", b"target": b"*"})
         raw.xreadgroup(contract.JOBS_GROUP, "crashed", {contract.JOBS_STREAM: ">"})
         assert raw.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 1
-        updater = lab.updater(update_delay_seconds="0.3")
+        updater = await inproc.updater(update_delay_seconds="0.3")
         recovered = re.escape(pending_id.decode())
         line = await updater.await_line(
             rf"\[updater\] dropped bad job {recovered}: field 'uri' is not UTF-8"
@@ -161,7 +164,7 @@ async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_workin
         await client.session.subscribe_resource(STATUS_URI)
         assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
         assert version_of(await client.read_text()) == 2
-    assert updater.process.poll() is None
+    assert updater.running
     assert len(updater.matching(r"\[updater\] dropped bad job")) == 1 + len(hostile)
     assert updater.matching(r"Traceback|unexpected error|redis unavailable") == []
     assert max(len(line) for line in updater.lines) < LONGEST_LINE

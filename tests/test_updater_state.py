@@ -65,11 +65,11 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 async def test_a_garbage_state_is_read_and_then_replaced_by_the_update(
-    case, lab, redis_url, redis_client
+    case, inproc, redis_url, redis_client
 ) -> None:
     write, seen_version, warning = CASES[case]
-    server, url = lab.server(update_delay_seconds=DELAY, state_scope="shared")
-    updater = lab.updater(update_delay_seconds=DELAY, state_scope="shared")
+    server, url = await inproc.server(update_delay_seconds=DELAY, state_scope="shared")
+    updater = await inproc.updater(update_delay_seconds=DELAY, state_scope="shared")
     raw = redis.Redis.from_url(redis_url)
     try:
         write(raw)
@@ -95,9 +95,9 @@ async def test_a_garbage_state_is_read_and_then_replaced_by_the_update(
     assert updater.matching(r"Traceback|failed|not applied yet") == []
 
 
-async def test_garbage_subscribers_do_not_stop_the_update(lab, redis_url, redis_client) -> None:
-    _, url = lab.server(update_delay_seconds=DELAY)
-    updater = lab.updater(update_delay_seconds=DELAY)
+async def test_garbage_subscribers_do_not_stop_the_update(inproc, redis_url, redis_client) -> None:
+    _, url = await inproc.server(update_delay_seconds=DELAY)
+    updater = await inproc.updater(update_delay_seconds=DELAY)
     raw = redis.Redis.from_url(redis_url)
     try:
         raw.sadd(contract.subscribers_key(STATUS_URI), b"\xff\xfe", b"\x80" * 1000)

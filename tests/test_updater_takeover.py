@@ -1,5 +1,9 @@
 """Take-over between running updaters: the jobs of a dead updater are applied by a
-live one without any restart, and the jobs of a live updater are never taken."""
+live one without any restart, and the jobs of a live updater are never taken.
+
+The tests that SIGKILL an updater or tell two processes apart run real processes;
+the others run updaters in the test's event loop (tests/inproc.py). Heartbeat and
+take-over timings are shortened through their settings."""
 
 from __future__ import annotations
 
@@ -14,9 +18,13 @@ from tests.lab import STATUS_URI, connect, version_of
 pytestmark = pytest.mark.anyio
 
 BOUND = 15.0
-# A killed updater's heartbeat expires at most this long after its last refresh;
-# the survivor looks for stranded jobs every 5 s, between reads of at most 2 s.
-TAKE_OVER_BOUND = contract.UPDATER_HEARTBEAT_SECONDS + 5 + 2 + BOUND
+# Shortened: a killed updater's heartbeat expires at most HEARTBEAT s after its last
+# refresh; the survivor looks for stranded jobs every TAKE_OVER_EVERY s (and reads
+# new jobs for no longer than that in between).
+HEARTBEAT = "2"
+TAKE_OVER_EVERY = "0.5"
+FAST = {"updater_heartbeat_seconds": HEARTBEAT, "take_over_every_seconds": TAKE_OVER_EVERY}
+TAKE_OVER_BOUND = float(HEARTBEAT) + float(TAKE_OVER_EVERY) + BOUND
 CHECK = r"\[updater\] take-over check: {holders} other consumer\(s\) with pending jobs, {dead} "
 
 
@@ -28,19 +36,22 @@ def pending_by_consumer(redis_client) -> dict[str, int]:
 async def test_a_killed_updaters_job_is_applied_once_by_a_running_updater(
     lab, redis_client
 ) -> None:
-    server, url = lab.server(update_delay_seconds="6")
-    doomed = lab.updater(update_delay_seconds="6", updater_consumer="doomed")
+    delay = 3.0
+    server, url = await lab.aserver(update_delay_seconds=str(delay))
+    doomed = await lab.aupdater(update_delay_seconds=str(delay), updater_consumer="doomed", **FAST)
     async with connect(url, "takeover") as client:
         await client.session.subscribe_resource(STATUS_URI)
         scheduled = await doomed.await_line(r"\[updater\] scheduled job=")
         entry_id = re.search(r"job=(\S+)", scheduled).group(1)
 
-        survivor = lab.updater(
-            update_delay_seconds="6", updater_consumer="survivor", log_level="DEBUG"
+        survivor = await lab.aupdater(
+            update_delay_seconds=str(delay), updater_consumer="survivor", log_level="DEBUG", **FAST
         )
         # At its start the survivor saw the job and left it: its holder was alive.
         assert survivor.matching(CHECK.format(holders=1, dead=0))
         assert survivor.matching(r"took over|scheduled") == []
+        due = contract.entry_time_ms(entry_id) / 1000 + delay
+        killed_at = time.time()
         doomed.kill()  # SIGKILL during the delay, while the survivor keeps running
         assert pending_by_consumer(redis_client) == {"doomed": 1}
 
@@ -48,7 +59,8 @@ async def test_a_killed_updaters_job_is_applied_once_by_a_running_updater(
         assert "took over 1 job(s) of consumer='doomed' (no heartbeat" in took
         recovered = await survivor.await_line(r"\[updater\] scheduled job=")
         assert f"job={entry_id} " in recovered and recovered.endswith("(recovered)")
-        assert " in=0.00s " in recovered  # due 6 s after the subscribe: already overdue
+        wait = float(re.search(r" in=([\d.]+)s ", recovered).group(1))
+        assert wait <= max(0.0, due - killed_at) + 0.01  # due as it always was
         assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
         assert version_of(await client.read_text()) == 2
 
@@ -64,14 +76,16 @@ async def test_a_killed_updaters_job_is_applied_once_by_a_running_updater(
     assert survivor.matching(r"Traceback|unexpected error") == []
 
 
-async def test_a_live_updaters_jobs_are_never_taken(lab, redis_client) -> None:
-    holder = lab.updater(updater_consumer="holder")
+async def test_a_live_updaters_jobs_are_never_taken(inproc, redis_client) -> None:
+    holder = await inproc.updater(updater_consumer="holder")
     # A job due in a day, for a session nobody holds: its updater keeps it pending.
     job = contract.UpdateJob(STATUS_URI, "nobody", delay=86400)
     entry_id = redis_client.xadd(contract.JOBS_STREAM, job.fields())
     await holder.await_line(rf"\[updater\] scheduled job={re.escape(entry_id)} ")
 
-    other = lab.updater(updater_consumer="other", log_level="DEBUG")
+    other = await inproc.updater(
+        updater_consumer="other", log_level="DEBUG", take_over_every_seconds=TAKE_OVER_EVERY
+    )
     assert other.matching(CHECK.format(holders=1, dead=0))  # at its start
     ready = other.mark()
     await other.await_line(CHECK.format(holders=1, dead=0), since=ready)  # and a while later
@@ -80,9 +94,9 @@ async def test_a_live_updaters_jobs_are_never_taken(lab, redis_client) -> None:
     assert holder.matching(r"took over") == []
 
 
-async def test_a_job_taken_over_before_it_is_due_keeps_its_due_time(lab, redis_client) -> None:
-    delay = 3.0
-    _, url = lab.server(update_delay_seconds=str(delay))
+async def test_a_job_taken_over_before_it_is_due_keeps_its_due_time(inproc, redis_client) -> None:
+    delay = 2.0
+    _, url = await inproc.server(update_delay_seconds=str(delay))
     async with connect(url, "due-time") as client:
         await client.session.subscribe_resource(STATUS_URI)
         # An updater that read the job, never set a heartbeat and is gone.
@@ -93,7 +107,7 @@ async def test_a_job_taken_over_before_it_is_due_keeps_its_due_time(lab, redis_c
         due = contract.entry_time_ms(entry_id) / 1000 + delay
         before_start = time.time()
 
-        updater = lab.updater(update_delay_seconds=str(delay))
+        updater = await inproc.updater(update_delay_seconds=str(delay))
         assert updater.matching(r"took over 1 job\(s\) of consumer='ghost' \(no heartbeat")
         recovered = updater.matching(rf"scheduled job={re.escape(entry_id)} .*\(recovered\)")
         assert len(recovered) == 1
@@ -104,14 +118,14 @@ async def test_a_job_taken_over_before_it_is_due_keeps_its_due_time(lab, redis_c
         assert version_of(await client.read_text()) == 2
 
 
-async def test_take_over_is_done_in_batches_of_100(lab, redis_client) -> None:
+async def test_take_over_is_done_in_batches_of_100(inproc, redis_client) -> None:
     for n in range(150):
         job = contract.UpdateJob(STATUS_URI, f"batch-{n}", delay=0)
         redis_client.xadd(contract.JOBS_STREAM, job.fields())
     redis_client.xgroup_create(contract.JOBS_STREAM, contract.JOBS_GROUP, id="0")
     redis_client.xreadgroup(contract.JOBS_GROUP, "ghost", {contract.JOBS_STREAM: ">"}, count=150)
 
-    updater = lab.updater()
+    updater = await inproc.updater(take_over_every_seconds=TAKE_OVER_EVERY)
     assert updater.matching(r"took over 100 job\(s\) of consumer='ghost'")
     await updater.await_line(r"took over 50 job\(s\) of consumer='ghost'")
     for n in range(150):
@@ -122,8 +136,8 @@ async def test_take_over_is_done_in_batches_of_100(lab, redis_client) -> None:
 
 
 async def test_two_updaters_under_one_consumer_name_say_so(lab) -> None:
-    first = lab.updater(updater_consumer="twin")
-    second = lab.updater(updater_consumer="twin")
+    first = await lab.aupdater(updater_consumer="twin", **FAST)
+    second = await lab.aupdater(updater_consumer="twin", **FAST)
     told = r"\[updater\] another updater \('[^']*:{pid}'\) also runs as consumer=twin: give each"
     await first.await_line(told.format(pid=second.process.pid))
     await second.await_line(told.format(pid=first.process.pid))

@@ -245,7 +245,10 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
-            asyncio.create_task(heartbeat(redis, lab.replica), name="heartbeat"),
+            asyncio.create_task(
+                heartbeat(redis, lab.replica, settings.replica_heartbeat_seconds),
+                name="heartbeat",
+            ),
             asyncio.create_task(
                 lifecycle.sweep_forever(redis, lab.replica, catalog.uris()), name="sweep"
             ),
@@ -349,7 +352,14 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         answer_with_empty_lists(server, lists, lambda ctx: lab.peer_of_request(ctx, None))
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
     dashboard.add_routes(
-        server, redis, lab.relay, registry, recorder, lab.http_sessions, settings.max_sessions
+        server,
+        redis,
+        lab.relay,
+        registry,
+        recorder,
+        lab.http_sessions,
+        settings.max_sessions,
+        settings.dashboard_block_ms,
     )
 
     return server, lab
@@ -401,6 +411,7 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
             retry_ms=settings.retry_ms,
             store_for=lab.event_store,
             on_replayed=lab.replayed,
+            block_ms=settings.resume_block_ms,
         )
     app.add_middleware(
         lifecycle.SessionCapMiddleware,

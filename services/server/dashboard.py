@@ -43,7 +43,7 @@ async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, A
     return report.to_json(run, clients, now_ms())
 
 
-async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
+async def _report_stream(redis: Redis, request: Request, block_ms: int) -> AsyncIterator[str]:
     last_id = "$"
     sent_first = False
     yield "retry: 1000\n\n"  # the browser reconnects a second after a lost stream
@@ -53,7 +53,7 @@ async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
                 last_id = await reader.last_event_id(redis)
                 yield _sse(await current_report(redis))
                 sent_first = True
-            newest = await reader.wait_for_events(redis, last_id, _BLOCK_MS)
+            newest = await reader.wait_for_events(redis, last_id, block_ms)
             if newest is None:
                 yield ": keepalive\n\n"
                 continue
@@ -78,6 +78,7 @@ def add_routes(
     recorder: Recorder,
     http_sessions: HttpSessions,
     max_sessions: int,
+    block_ms: int = _BLOCK_MS,
 ) -> None:
     """Register the dashboard and health routes on ``server``."""
 
@@ -95,7 +96,7 @@ def add_routes(
     @server.custom_route("/api/stream", methods=["GET"])
     async def api_stream(request: Request) -> Response:
         return StreamingResponse(
-            _report_stream(redis, request),
+            _report_stream(redis, request, block_ms),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )

@@ -35,7 +35,6 @@ logger = logging.getLogger("mcp_lab.relay")
 
 UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"
-_MAX_BACKOFF_SECONDS = 5.0
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
 _SHOWN_REASON_CHARS = 200
@@ -113,7 +112,7 @@ class Relay:
                 else:
                     logger.exception("[relay] unexpected error; restarting in %.1fs", backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_seconds)
             finally:
                 with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()

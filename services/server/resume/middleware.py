@@ -53,14 +53,17 @@ def new_replica_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-async def heartbeat(redis: Redis, replica: str) -> None:
-    """Keep ``replica``'s heartbeat key alive until cancelled; deleted on the way out."""
+async def heartbeat(
+    redis: Redis, replica: str, seconds: int = contract.REPLICA_HEARTBEAT_SECONDS
+) -> None:
+    """Keep ``replica``'s heartbeat key (lifetime ``seconds``) alive until cancelled;
+    deleted on the way out."""
     key = contract.replica_heartbeat_key(replica)
     try:
         while True:
             with contextlib.suppress(RedisError, OSError):
-                await redis.set(key, "1", ex=contract.REPLICA_HEARTBEAT_SECONDS)
-            await asyncio.sleep(contract.REPLICA_HEARTBEAT_SECONDS / 3)
+                await redis.set(key, "1", ex=seconds)
+            await asyncio.sleep(seconds / 3)
     finally:
         with contextlib.suppress(RedisError, OSError, asyncio.CancelledError):
             await redis.delete(key)
@@ -94,8 +97,10 @@ class ResumeMiddleware:
         retry_ms: int,
         store_for: Callable[[str], RedisEventStore],
         on_replayed: OnReplayed,
+        block_ms: int = _TAIL_BLOCK_MS,
     ) -> None:
         self._app = app
+        self._block_ms = block_ms
         self._path = path
         self._registry = registry
         self._redis = redis
@@ -204,7 +209,7 @@ class ResumeMiddleware:
         key = contract.resume_key(session)
         while not watcher.done():
             reading = asyncio.ensure_future(
-                self._redis.xread({key: cursor}, block=_TAIL_BLOCK_MS, count=100)
+                self._redis.xread({key: cursor}, block=self._block_ms, count=100)
             )
             await asyncio.wait({reading, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if watcher.done():
