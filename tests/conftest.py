@@ -51,7 +51,15 @@ _MARKED_BY_FIXTURE = {
 }
 # Modules whose tests start processes without those fixtures (mcp_lab, LabProcess,
 # stdio clients, the fault matrix's own lab).
-_PROCESS_MODULES = {"test_cli", "test_faults", "test_fault_matrix", "test_probe", "test_transports"}
+_PROCESS_MODULES = {
+    "test_cli",
+    "test_faults",
+    "test_fault_matrix",
+    "test_probe",
+    "test_settings",
+    "test_transports",
+    "test_up",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from services import contract
+from services.catalog import REVIEW_STATUS
 from tests.inproc import http_client
 from tests.test_resume import (
     CHANNEL,
@@ -48,14 +49,14 @@ async def test_a_dropped_get_stream_resumes_and_receives_what_it_missed(
         await server.await_line(r"\[stream/close\]")
 
         mark = server.mark()
-        redis_client.publish(CHANNEL, contract.STATUS_URI)
+        redis_client.publish(CHANNEL, REVIEW_STATUS.uri)
         await server.await_line(r"\[notification/send\] .*delivered=no", since=mark)
 
         async with get_stream(url, raw.session_id, last_event_id=priming.id) as stream:
             missed = await stream.next_message()
             assert_updated(missed)
             await server.await_line(r"\[resume\] replay session=.* events=1", since=mark)
-            redis_client.publish(CHANNEL, contract.STATUS_URI)
+            redis_client.publish(CHANNEL, REVIEW_STATUS.uri)
             live = await stream.next_message()
             assert_updated(live)
             assert live.id > missed.id
@@ -76,13 +77,13 @@ async def test_another_replica_serves_the_resume_and_follows_the_stream(
             priming = await stream.next()
         await owner.await_line(r"\[stream/close\]")
         mark = owner.mark()
-        redis_client.publish(CHANNEL, contract.STATUS_URI)
+        redis_client.publish(CHANNEL, REVIEW_STATUS.uri)
         await owner.await_line(r"\[notification/send\] .*delivered=no", since=mark)
 
         async with get_stream(other_url, raw.session_id, last_event_id=priming.id) as stream:
             assert_updated(await stream.next_message())
             await other.await_line(r"\[resume\] serving session=.* replayed=1")
-            redis_client.publish(CHANNEL, contract.STATUS_URI)
+            redis_client.publish(CHANNEL, REVIEW_STATUS.uri)
             assert_updated(await stream.next_message())
             # The session ends on its owner: the follower closes the stream.
             http = http_client(owner_url)
