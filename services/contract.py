@@ -233,6 +233,10 @@ EVENTS_STREAM = "mcp:events"
 RUNS_STREAM = "mcp:runs"
 
 
+REASON_IDLE = "idle"
+REASON_UNADVERTISED = "unadvertised"
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One piece of evidence: a message a client sent, or a notification sent to it.
@@ -241,8 +245,10 @@ class Event:
     stream to carry it when it was sent. ``resumed`` marks a notification written
     to a stream the client resumed with ``Last-Event-ID`` (a replay, or the live
     tail served by another replica). ``error`` is the JSON-RPC error code the
-    server answered with, if any. ``reason`` says why a ``session/end`` happened
-    (``idle``: the server closed a session the client had left open).
+    server answered with, if any. ``reason`` says why the server did something
+    the client did not ask for: :data:`REASON_IDLE` on a ``session/end`` (the
+    server closed a session the client had left open), :data:`REASON_UNADVERTISED`
+    on a list request answered though its capability was not advertised.
     """
 
     ts_ms: int

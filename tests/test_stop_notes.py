@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.catalog import REVIEW_STATUS
-from services.contract import Event
+from services.contract import REASON_UNADVERTISED, Event
 from services.evidence.scoring import score_session
 
 STATUS_URI = REVIEW_STATUS.uri
@@ -21,9 +21,10 @@ def ev(
     version: int | None = None,
     delivered: bool | None = None,
     error: int | None = None,
+    reason: str | None = None,
 ) -> Event:
     return Event(ts, "s1", "cli", "1.0", "2025-11-25", "streamable-http", direction, method,
-                 uri, version, delivered, error)  # fmt: skip
+                 uri, version, delivered, error, reason=reason)  # fmt: skip
 
 
 CONNECT = ev(1000, "initialize")
@@ -53,15 +54,21 @@ def test_a_refused_list_followed_by_more_requests_is_only_noted() -> None:
 
 
 def test_answered_unadvertised_lists_are_noted_at_any_level() -> None:
-    tools = ev(1100, "tools/list")
-    prompts = ev(1150, "prompts/list")
-    again = ev(1160, "tools/list")
+    tools = ev(1100, "tools/list", reason=REASON_UNADVERTISED)
+    prompts = ev(1150, "prompts/list", reason=REASON_UNADVERTISED)
+    again = ev(1160, "tools/list", reason=REASON_UNADVERTISED)
     score = score_session([CONNECT, tools, prompts, again, LIST, READ_1, SUBSCRIBE, NOTIFIED])
     assert score.level == 5
     assert (
         "asked tools/list, prompts/list (not advertised by default; answered, not refused)"
         in score.notes
     )
+
+
+def test_a_tools_list_answered_while_tools_are_advertised_is_no_note() -> None:
+    # MCP_TEST_ENABLE_TOOL=true: FastMCP serves tools/list itself; nothing to say.
+    score = score_session([CONNECT, ev(1100, "tools/list"), LIST, READ_1])
+    assert not any("tools/list" in note for note in score.notes), score.notes
 
 
 def test_a_listen_for_list_changes_only_never_asked_for_the_resource() -> None:

@@ -368,6 +368,22 @@ async def test_unadvertised_lists_are_answered_empty_and_noted(lab, redis_url) -
     assert asked in notes, notes
 
 
+async def test_with_the_tool_advertised_only_the_unadvertised_list_is_noted(
+    lab, redis_url
+) -> None:
+    server, url = lab.server(enable_tool="true")
+    async with RawClient(url, "tool-lister", "2025-11-25") as raw:
+        capabilities = (await raw.initialize())["result"]["capabilities"]
+        assert "tools" in capabilities and "prompts" not in capabilities
+        tools = (await raw.request("tools/list"))["result"]["tools"]
+        assert [t["name"] for t in tools] == ["get_review_status"]
+        assert (await raw.request("prompts/list"))["result"]["prompts"] == []
+    await server.await_line(r"\[prompts/list\] not advertised; answered .*client=tool-lister/")
+    notes = client_entry(report_json(redis_url), "tool-lister")["notes"]
+    assert "asked prompts/list (not advertised by default; answered, not refused)" in notes, notes
+    assert not any("tools/list" in note for note in notes), notes
+
+
 async def test_a_2026_client_gets_an_empty_tool_list(lab) -> None:
     _, url = lab.server()
     info = mcp_types.Implementation(name="modern-lister", version="1.0")

@@ -133,6 +133,8 @@ class Recorder:
                 _annotations.reset(token)
                 peer = peer_of(ctx, params.get("clientInfo"))
                 inbound = _inbound(peer, ctx.method, received, params, notes.get("version"), error)
+                if notes.get("reason"):
+                    inbound = dataclasses.replace(inbound, reason=notes["reason"])
                 with anyio.CancelScope(shield=True):  # a cancelled request is still evidence
                     await self.record(inbound)
 

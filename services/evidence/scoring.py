@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from services.catalog import REVIEW_STATUS
-from services.contract import Event, entry_time_ms
+from services.contract import REASON_IDLE, REASON_UNADVERTISED, Event, entry_time_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +208,7 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         )
     if tools:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
-    if score.ended_by_server == "idle":
+    if score.ended_by_server == REASON_IDLE:
         notes.append(
             "never closed its session (no DELETE): the server closed it after "
             "MCP_TEST_SESSION_IDLE_SECONDS without a request or an open stream"
@@ -228,7 +228,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
     for event in events:
         if event.direction != "in" or event.method not in _UNADVERTISED_LISTS:
             continue
-        if event.error is None and event.method not in answered:
+        if event.reason == REASON_UNADVERTISED and event.method not in answered:
             answered.append(event.method)
         elif event.error == METHOD_NOT_FOUND and event.method not in refused:
             refused.append(event.method)

@@ -224,7 +224,7 @@ class EventLogMiddleware(Middleware):
             # The client left its session open (no DELETE); the server closed it.
             seconds = self._lab.settings.session_idle_seconds
             event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
-            await self._lab.recorder.ended(peer, "idle")
+            await self._lab.recorder.ended(peer, contract.REASON_IDLE)
         else:
             event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 

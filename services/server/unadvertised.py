@@ -19,6 +19,8 @@ import mcp_types
 from fastmcp import FastMCP
 from mcp.server.context import ServerRequestContext
 
+from services.contract import REASON_UNADVERTISED
+from services.evidence.recorder import annotate
 from services.logs import Peer, event
 from services.server import mcp_adapter
 
@@ -45,6 +47,7 @@ def answer_with_empty_lists(
             empty: Callable[[], Any] = empty,
         ) -> Any:
             event(method, "not advertised; answered with an empty list", peer_of(ctx))
+            annotate(reason=REASON_UNADVERTISED)
             return empty()
 
         mcp_adapter.register_request_handler(
