@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 
 from services.catalog import Catalog
 
@@ -233,6 +234,14 @@ EVENTS_STREAM = "mcp:events"
 RUNS_STREAM = "mcp:runs"
 
 
+class Transport(StrEnum):
+    """How a client reaches the lab (the value is what logs and evidence show)."""
+
+    STREAMABLE_HTTP = "streamable-http"
+    SSE = "sse"
+    STDIO = "stdio"
+
+
 REASON_IDLE = "idle"
 REASON_UNADVERTISED = "unadvertised"
 
@@ -256,7 +265,7 @@ class Event:
     client: str
     client_version: str
     protocol: str
-    transport: str
+    transport: str  # a Transport value, or "?"
     direction: str  # "in" (client to server) or "out" (server to client)
     method: str
     uri: str | None = None

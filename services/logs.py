@@ -10,31 +10,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.server.peers import Peer
 
 # Every lab logger is a child of this one (``mcp_lab.relay``, ``mcp_lab.updater``, ...),
 # so one level set here applies to all of them; the line format never names them.
 logger = logging.getLogger("mcp_lab")
 _protocol = logging.getLogger("mcp_lab.protocol")
-
-
-UNKNOWN_CLIENT = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Peer:
-    """Who sent a message: the MCP session and the client behind it (its ``clientInfo``)."""
-
-    session: str
-    client_name: str = UNKNOWN_CLIENT
-    client_version: str = "?"
-    protocol: str = "?"
-    transport: str = "?"
-
-    @property
-    def client(self) -> str:
-        """``name/version``, as the log shows it."""
-        return f"{self.client_name}/{self.client_version}"
 
 
 def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
@@ -52,8 +36,4 @@ def setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
-    try:
-        logger.setLevel(level.upper())
-    except ValueError:
-        logger.setLevel(logging.INFO)
-        logger.warning("[lab] unknown MCP_TEST_LOG_LEVEL %r, using INFO", level)
+    logger.setLevel(level.upper())  # settings.py accepts only the logging module's names

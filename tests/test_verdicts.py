@@ -368,9 +368,7 @@ async def test_unadvertised_lists_are_answered_empty_and_noted(lab, redis_url) -
     assert asked in notes, notes
 
 
-async def test_with_the_tool_advertised_only_the_unadvertised_list_is_noted(
-    lab, redis_url
-) -> None:
+async def test_with_the_tool_advertised_only_the_unadvertised_list_is_noted(lab, redis_url) -> None:
     server, url = lab.server(enable_tool="true")
     async with RawClient(url, "tool-lister", "2025-11-25") as raw:
         capabilities = (await raw.initialize())["result"]["capabilities"]

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract
-from services.logs import Peer
+from services.server.peers import Peer
 
 logger = logging.getLogger("mcp_lab.evidence")
 

@@ -11,7 +11,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from services.catalog import REVIEW_STATUS
-from services.contract import REASON_IDLE, REASON_UNADVERTISED, Event, entry_time_ms
+from services.contract import (
+    REASON_IDLE,
+    REASON_UNADVERTISED,
+    Event,
+    Transport,
+    entry_time_ms,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +266,9 @@ def _stop_notes(score: SessionScore) -> list[str]:
             f"stream broke after a data-less event: the GET stream closed {broke} ms after "
             "a priming event, before any notification"
         )
-    legacy_http = score.transport == "streamable-http" and score.protocol not in _MODERN_PROTOCOLS
+    legacy_http = (
+        score.transport == Transport.STREAMABLE_HTTP and score.protocol not in _MODERN_PROTOCOLS
+    )
     methods = {e.method for e in events if e.direction == "in"}
     if legacy_http and STREAM_OPEN not in methods:
         if STREAM_RESUME in methods:

@@ -30,12 +30,13 @@ from starlette.routing import Mount
 
 from services import contract, state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
+from services.contract import Transport
 from services.evidence.recorder import Recorder, annotate
-from services.logs import Peer, event, setup_logging
+from services.logs import event, setup_logging
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.guard import guard
 from services.server.listen import ListenStreams
-from services.server.peers import make_peer
+from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
 from services.server.resume import eventstore
 from services.server.resume.eventstore import RedisEventStore
@@ -143,7 +144,9 @@ class Lab:
         """Log and record a notification written to a resumed stream."""
         if not isinstance(message, mcp_types.JSONRPCNotification):
             return
-        peer = self.registry.peer(session) or Peer(session=session, transport="streamable-http")
+        peer = self.registry.peer(session) or Peer(
+            session=session, transport=Transport.STREAMABLE_HTTP
+        )
         uri = (message.params or {}).get("uri")
         uri = uri if isinstance(uri, str) else None
         event("notification/resume", f"{message.method} uri={uri}" if uri else message.method, peer)
@@ -170,9 +173,6 @@ class EventLogMiddleware(Middleware):
             params = getattr(context.message, "params", None)
             peer = self._lab.peer(ctx, params)
             self._lab.registry.remember(peer)
-            if peer.transport != "streamable-http":
-                # On SSE and stdio the session's stream is the connection itself.
-                self._lab.registry.stream_opened(peer.session)
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
             event(
                 "initialize",
@@ -211,11 +211,9 @@ class EventLogMiddleware(Middleware):
         registry = self._lab.registry
         uris = registry.drop(peer.session)
         registry.forget(peer.session)
-        if peer.transport != "streamable-http":
-            registry.stream_closed(peer.session)
         for uri in uris:
             await self._lab.forget_subscription(peer, uri)
-        if peer.transport == "streamable-http" and self._lab.settings.resumable:
+        if peer.on_streamable_http and self._lab.settings.resumable:
             try:
                 await eventstore.forget_session(self._lab.redis, peer.session)
             except (RedisError, OSError) as exc:
@@ -303,7 +301,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             peer=peer,
             send_updated=session.send_resource_updated,
             send_list_changed=session.send_resource_list_changed,
-            always_open=peer.transport != "streamable-http",
+            always_open=not peer.on_streamable_http,
         )
         registered = registry.subscribe(subscriber, uri)
         try:
@@ -474,7 +472,7 @@ async def run_stdio(settings: LabSettings) -> None:
     """Serve one client over stdin/stdout; logs go to stderr, stdout carries only protocol."""
     server, _ = build_lab(settings)
     logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
-    await server.run_async(transport="stdio", show_banner=False)
+    await server.run_async(transport=Transport.STDIO.value, show_banner=False)
 
 
 def main(settings: LabSettings, transport: str = "http") -> None:

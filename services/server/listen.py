@@ -27,7 +27,8 @@ from mcp.server.subscriptions import (
 )
 
 from services.catalog import Catalog
-from services.logs import Peer, event
+from services.logs import event
+from services.server.peers import Peer
 from services.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab.listen")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.session import ServerSession
@@ -11,18 +12,42 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 
-from services.logs import UNKNOWN_CLIENT, Peer
+from services.contract import Transport
 from services.server import mcp_adapter
 
 MODERN_SESSION_PREFIX = "modern:"
+UNKNOWN_CLIENT = "unknown"
 
 
-def transport_of(request: Any, mcp_path: str) -> str:
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Who sent a message: the MCP session and the client behind it (its ``clientInfo``)."""
+
+    session: str
+    client_name: str = UNKNOWN_CLIENT
+    client_version: str = "?"
+    protocol: str = "?"
+    transport: Transport | str = "?"
+
+    @property
+    def client(self) -> str:
+        """``name/version``, as the log shows it."""
+        return f"{self.client_name}/{self.client_version}"
+
+    @property
+    def on_streamable_http(self) -> bool:
+        """Whether notifications need the session's GET stream (SSE and stdio carry
+        them on the connection itself)."""
+        return self.transport == Transport.STREAMABLE_HTTP
+
+
+def transport_of(request: Any, mcp_path: str) -> Transport:
     """The transport a message came over: no HTTP request means stdio."""
     if request is None:
-        return "stdio"
+        return Transport.STDIO
     path = getattr(getattr(request, "url", None), "path", "")
-    return "streamable-http" if path.rstrip("/") == mcp_path.rstrip("/") else "sse"
+    on_mcp_path = path.rstrip("/") == mcp_path.rstrip("/")
+    return Transport.STREAMABLE_HTTP if on_mcp_path else Transport.SSE
 
 
 def negotiated_protocol(requested: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from services.logs import Peer
+from services.server.peers import Peer
 
 SendUpdated = Callable[[str], Awaitable[None]]
 SendListChanged = Callable[[], Awaitable[None]]
@@ -27,7 +27,8 @@ class Subscriber:
     uris: set[str] = field(default_factory=set)
     key: str = ""
     # True for SSE, stdio and listen streams, whose stream is the connection
-    # itself; a Streamable HTTP session needs its GET stream open.
+    # itself; a Streamable HTTP session needs its GET stream open (counted by
+    # stream_opened/stream_closed).
     always_open: bool = False
     # Per URI, the version this subscriber was last told about (or saw when it
     # subscribed): after an outage the relay notifies what is newer.
@@ -58,8 +59,7 @@ class SessionRegistry:
         return self._peers.get(session)
 
     def stream_opened(self, session: str) -> None:
-        """A standalone stream of ``session`` opened here (a GET stream, or the
-        connection itself on SSE and stdio)."""
+        """The standalone GET stream of Streamable HTTP ``session`` opened here."""
         self._open_streams[session] = self._open_streams.get(session, 0) + 1
 
     def stream_closed(self, session: str) -> None:

@@ -21,8 +21,9 @@ from mcp.server.context import ServerRequestContext
 
 from services.contract import REASON_UNADVERTISED
 from services.evidence.recorder import annotate
-from services.logs import Peer, event
+from services.logs import event
 from services.server import mcp_adapter
+from services.server.peers import Peer
 
 # The list method of each capability the lab may leave unadvertised: the
 # capability, and the method's empty answer.

@@ -23,7 +23,8 @@ import anyio
 from mcp.server.streamable_http import GET_STREAM_KEY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.logs import Peer, event
+from services.logs import event
+from services.server.peers import Peer
 from services.server.sessions import SessionRegistry
 
 _SESSION_HEADER = b"mcp-session-id"
