@@ -108,7 +108,20 @@ class Lab:
     def scope(self, peer: Peer) -> str:
         return contract.scope_of(peer.session, self.settings.state_scope)
 
-    async def schedule_update(self, peer: Peer, uri: str) -> str:
+    async def subscribe(self, subscriber: Subscriber, uri: str) -> str:
+        """The one subscribe path, for ``resources/subscribe`` and ``subscriptions/listen``:
+        register ``subscriber`` for ``uri`` here, note the version it starts from,
+        record it in Redis and queue its update. Returns the job id; on a Redis error
+        the registration is undone and the client gets the error."""
+        registered = self.registry.subscribe(subscriber, uri)
+        try:
+            registered.known[uri] = (await self.read(subscriber.peer, uri))[0]
+            return await self._schedule_update(subscriber.peer, uri)
+        except MCPError:
+            self.registry.unsubscribe(registered.key, uri)
+            raise
+
+    async def _schedule_update(self, peer: Peer, uri: str) -> str:
         """Record ``peer`` as subscribed to ``uri`` and queue its update; the job id."""
         target = self.scope(peer)
         try:
@@ -303,13 +316,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             send_list_changed=session.send_resource_list_changed,
             always_open=not peer.on_streamable_http,
         )
-        registered = registry.subscribe(subscriber, uri)
-        try:
-            registered.known[uri] = (await lab.read(peer, uri))[0]
-            job_id = await lab.schedule_update(peer, uri)
-        except MCPError:
-            registry.unsubscribe(peer.session, uri)
-            raise
+        job_id = await lab.subscribe(subscriber, uri)
         event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")
         return mcp_types.EmptyResult()
 
@@ -335,8 +342,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     listen = ListenStreams(
         registry,
         peer_of=lambda ctx: lab.peer_of_request(ctx, None),
-        version_of=lambda peer, uri: lab.read(peer, uri),
-        on_subscribe=lab.schedule_update,
+        subscribe=lab.subscribe,
         on_end=lab.forget_subscription,
         catalog=catalog,
     )

@@ -33,8 +33,7 @@ from services.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab.listen")
 
-OnSubscribe = Callable[[Peer, str], Awaitable[str]]
-VersionOf = Callable[[Peer, str], Awaitable[tuple[int, str]]]
+Subscribe = Callable[[Subscriber, str], Awaitable[str]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
 _CLEANUP_SECONDS = 5
 
@@ -82,16 +81,14 @@ class ListenStreams:
         self,
         registry: SessionRegistry,
         peer_of: Callable[[ServerRequestContext[Any]], Peer],
-        version_of: VersionOf,
-        on_subscribe: OnSubscribe,
+        subscribe: Subscribe,
         on_end: OnEnd,
         catalog: Catalog,
     ) -> None:
         self._registry = registry
         self._catalog = catalog
         self._peer_of = peer_of
-        self._version_of = version_of
-        self._on_subscribe = on_subscribe
+        self._subscribe = subscribe
         self._on_end = on_end
 
     async def __call__(
@@ -115,9 +112,7 @@ class ListenStreams:
         )
         try:
             for uri in (u for u in requested if u in self._catalog):
-                self._registry.subscribe(subscriber, uri)
-                subscriber.known[uri] = (await self._version_of(peer, uri))[0]
-                job = await self._on_subscribe(peer, uri)
+                job = await self._subscribe(subscriber, uri)
                 event("subscriptions/listen", f"uri={uri}", peer, f"job={job}")
             return await ListenHandler(bus)(ctx, params)
         finally:
