@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from services.catalog import Catalog
+from services.logs import shorten
 
 SHARED_SCOPE = "shared"
 ALL_SUBSCRIBERS = "*"
@@ -325,11 +326,11 @@ class Event:
         except KeyError as exc:
             raise BadMessage(f"no field {exc.args[0]!r}") from exc
         except ValueError as exc:
-            raise BadMessage(_shortened(str(exc))) from exc
+            raise BadMessage(shorten(str(exc), 120)) from exc
         if not 0 <= event.ts_ms <= LAST_EVENT_MS:
             raise BadMessage(f"time {event.ts_ms} is outside 0..{LAST_EVENT_MS} ms")
         if event.direction not in EVENT_DIRECTIONS:
-            shown = _shortened(repr(event.direction), 60)
+            shown = shorten(repr(event.direction), 60)
             raise BadMessage(f"direction {shown} is neither 'in' nor 'out'")
         return event
 
@@ -337,7 +338,3 @@ class Event:
 # The last millisecond of year 9999: an evidence time past it is not the lab's.
 LAST_EVENT_MS = 253402300799999
 EVENT_DIRECTIONS = frozenset({"in", "out"})
-
-
-def _shortened(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"

@@ -27,6 +27,39 @@ def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
     _protocol.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
 
 
+# How much of a value a log line quotes: text, one raw value, fields of an entry.
+_SHOWN_TEXT_CHARS = 200
+_SHOWN_VALUE_CHARS = 60
+_SHOWN_FIELDS = 6
+
+
+def shorten(text: str, limit: int = _SHOWN_TEXT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters for a log line."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+
+
+def shown(value: bytes | str, limit: int = _SHOWN_VALUE_CHARS) -> str:
+    """One value anyone may have written (a payload, a Redis field) for a log line:
+    its repr, as text when it is UTF-8, cut to ``limit`` with its size."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            pass
+    if len(value) <= limit:
+        return repr(value)
+    unit = "bytes" if isinstance(value, bytes) else "chars"
+    return f"{value[:limit]!r}...({len(value)} {unit})"
+
+
+def shown_fields(raw: dict[bytes, bytes]) -> str:
+    """Raw stream entry or hash fields for a log line: the first few, each cut short."""
+    items = [f"{shown(k)}: {shown(v)}" for k, v in list(raw.items())[:_SHOWN_FIELDS]]
+    if len(raw) > _SHOWN_FIELDS:
+        items.append(f"...({len(raw)} fields)")
+    return "{" + ", ".join(items) + "}"
+
+
 def setup_logging(level: str) -> None:
     """Log to stderr (stdout stays free for protocol on stdio) with timestamps."""
     handler = logging.StreamHandler(sys.stderr)

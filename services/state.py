@@ -16,7 +16,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from services import contract
+from services import contract, logs
 from services.catalog import VERSION_PLACEHOLDER
 
 logger = logging.getLogger("mcp_lab.state")
@@ -25,9 +25,6 @@ logger = logging.getLogger("mcp_lab.state")
 # (doubles, written with 14 significant digits), so past 13 digits a bumped
 # version would be written as "1e+14".
 MAX_VERSION_DIGITS = 13
-_SHOWN_VALUE_CHARS = 60
-_SHOWN_FIELDS = 6
-_SHOWN_TEXT_CHARS = 200
 
 # Applies one job atomically: acknowledge it (only the first caller wins, so a
 # job redelivered after a crash is never applied twice), bump each target's
@@ -124,31 +121,6 @@ async def read_raw(redis: Redis, *command: str | int) -> Any:
     return await redis.execute_command(*command, **{NEVER_DECODE: []})
 
 
-def shorten(text: str, limit: int = _SHOWN_TEXT_CHARS) -> str:
-    """``text`` cut to ``limit`` characters for a log line."""
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
-
-
-def shown_value(value: bytes) -> str:
-    """One raw Redis value for a log line: as text when it is UTF-8, cut short."""
-    try:
-        text: bytes | str = value.decode()
-    except UnicodeDecodeError:
-        text = value
-    if len(text) <= _SHOWN_VALUE_CHARS:
-        return repr(text)
-    unit = "bytes" if isinstance(text, bytes) else "chars"
-    return f"{text[:_SHOWN_VALUE_CHARS]!r}...({len(text)} {unit})"
-
-
-def shown_fields(raw: dict[bytes, bytes]) -> str:
-    """Raw stream entry or hash fields for a log line: the first few, each cut short."""
-    items = [f"{shown_value(k)}: {shown_value(v)}" for k, v in list(raw.items())[:_SHOWN_FIELDS]]
-    if len(raw) > _SHOWN_FIELDS:
-        items.append(f"...({len(raw)} fields)")
-    return "{" + ", ".join(items) + "}"
-
-
 def parse_version(raw: bytes | None) -> int | None:
     """A stored version: a positive integer of at most ``MAX_VERSION_DIGITS`` ASCII
     digits (what the update script accepts too), else None."""
@@ -180,7 +152,7 @@ async def read_state(redis: Redis, scope: str, uri: str, initial_text: str) -> t
         return 1, initial_text
     parsed = parse_version(version)
     if parsed is None:
-        shown = "missing" if version is None else shown_value(version)
+        shown = "missing" if version is None else logs.shown(version)
         reason = f"version {shown} is not a positive integer of {MAX_VERSION_DIGITS} digits at most"
         return _unreadable_state(key, reason, initial_text)
     if text is None:
@@ -190,8 +162,8 @@ async def read_state(redis: Redis, scope: str, uri: str, initial_text: str) -> t
     except UnicodeDecodeError:
         logger.warning(
             "[lab] state %s: text %s is not UTF-8; served with U+FFFD for the bad bytes",
-            shorten(key),
-            shown_value(text),
+            logs.shorten(key),
+            logs.shown(text),
         )
         return parsed, text.decode(errors="replace")
 
@@ -200,7 +172,7 @@ def _unreadable_state(key: str, reason: str, initial_text: str) -> tuple[int, st
     logger.warning(
         "[lab] state %s is not the lab's (%s): read as version 1 until the next update "
         "replaces it (`mcp-lab reset` deletes it)",
-        shorten(key),
+        logs.shorten(key),
         reason,
     )
     return 1, initial_text
@@ -276,7 +248,7 @@ def _session_ids(key: str, members: set[bytes]) -> list[str]:
             "[updater] %s: left out %d member(s) that are not UTF-8, first %s",
             key,
             len(bad),
-            shown_value(bad[0]),
+            logs.shown(bad[0]),
         )
     return ids
 

@@ -28,7 +28,7 @@ import time
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract, logs, state
 from services.catalog import LAB_CATALOG, Catalog
 from services.logs import setup_logging
 from services.settings import LabSettings
@@ -65,11 +65,11 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
         try:
             name = key.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field name {state.shown_value(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field name {logs.shown(key)} is not UTF-8") from exc
         try:
             fields[name] = value.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field {state.shown_value(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field {logs.shown(key)} is not UTF-8") from exc
     return fields
 
 
@@ -165,7 +165,7 @@ class Updater:
             logger.warning(
                 "[updater] another updater (%s) also runs as consumer=%s: give each its own "
                 "MCP_TEST_UPDATER_CONSUMER, or the jobs of one that dies wait for a restart",
-                state.shown_value(previous),
+                logs.shown(previous),
                 self._consumer,
             )
         self._beaten = True
@@ -234,7 +234,7 @@ class Updater:
             logger.info(
                 "[updater] took over %d job(s) of consumer=%s (%s)",
                 len(claimed),
-                state.shown_value(consumer),
+                logs.shown(consumer),
                 why,
             )
         for entry_id, fields in claimed:
@@ -271,7 +271,7 @@ class Updater:
         try:
             job = contract.parse_job(decode_job_fields(raw), self._catalog)
         except contract.BadMessage as exc:
-            reason = f"{state.shorten(str(exc))} (fields={state.shown_fields(raw)})"
+            reason = f"{logs.shorten(str(exc))} (fields={logs.shown_fields(raw)})"
             task = asyncio.create_task(self._drop(entry_id, reason))
         else:
             delay = self._settings.update_delay_seconds if job.delay is None else job.delay
@@ -280,7 +280,7 @@ class Updater:
                 "[updater] scheduled job=%s uri=%s target=%s in=%.2fs%s",
                 entry_id,
                 job.uri,
-                state.shorten(job.target),
+                logs.shorten(job.target),
                 max(0.0, due - time.time()),
                 " (recovered)" if recovered else "",
             )
@@ -294,7 +294,7 @@ class Updater:
             logger.error(
                 "[updater] job=%s failed: %s; it stays pending until this updater restarts",
                 entry_id,
-                state.shorten(repr(task.exception())),
+                logs.shorten(repr(task.exception())),
             )
 
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
@@ -328,7 +328,7 @@ class Updater:
                 "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
                 job.uri,
                 version,
-                state.shorten(scope),
+                logs.shorten(scope),
                 entry_id,
                 self._settings.updates_channel,
             )

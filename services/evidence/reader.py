@@ -10,7 +10,7 @@ import logging
 
 from redis.asyncio import Redis
 
-from services import contract, state
+from services import contract, logs, state
 
 logger = logging.getLogger("mcp_lab.evidence")
 
@@ -107,7 +107,7 @@ def parse_event(raw: dict[bytes, bytes] | None) -> contract.Event:
         try:
             fields[key.decode()] = value.decode()
         except UnicodeDecodeError as exc:
-            raise contract.BadMessage(f"field {state.shown_value(key)} is not UTF-8") from exc
+            raise contract.BadMessage(f"field {logs.shown(key)} is not UTF-8") from exc
     return contract.Event.from_fields(fields)
 
 
@@ -120,7 +120,7 @@ class _Skipped:
 
     def add(self, entry_id: bytes, reason: str, raw: dict[bytes, bytes] | None) -> None:
         if not self.count:
-            fields = state.shown_fields(raw or {})
+            fields = logs.shown_fields(raw or {})
             self._first = f"{entry_id.decode()}: {reason} (fields={fields})"
         self.count += 1
 

@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract, logs, state
 from services.catalog import Catalog
 from services.evidence.recorder import Recorder
 from services.logs import event
@@ -37,24 +37,6 @@ UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
-_SHOWN_REASON_CHARS = 200
-
-
-def shown(payload: bytes | str, limit: int = _SHOWN_PAYLOAD_CHARS) -> str:
-    """``payload`` for a log line: the repr of its start (as text when it is
-    UTF-8), and its size when cut."""
-    if isinstance(payload, bytes):
-        with contextlib.suppress(UnicodeDecodeError):
-            payload = payload.decode()
-    if len(payload) <= limit:
-        return repr(payload)
-    unit = "bytes" if isinstance(payload, bytes) else "chars"
-    return f"{payload[:limit]!r}...({len(payload)} {unit})"
-
-
-def shorten(text: str, limit: int = _SHOWN_REASON_CHARS) -> str:
-    """``text`` cut to ``limit`` characters for a log line (it may quote a payload)."""
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
 class Relay:
@@ -154,7 +136,9 @@ class Relay:
         except contract.BadMessage as exc:
             self.messages_ignored += 1
             logger.warning(
-                "[relay] ignored message: %s (payload=%s)", shorten(str(exc)), shown(payload)
+                "[relay] ignored message: %s (payload=%s)",
+                logs.shorten(str(exc)),
+                logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
             )
             return
         targets = [
@@ -166,7 +150,7 @@ class Relay:
             logger.info(
                 "[relay] no subscribed session here for uri=%s session=%s",
                 message.uri,
-                shorten(message.session or "*"),
+                logs.shorten(message.session or "*"),
             )
             return
         self.messages_relayed += 1
