@@ -16,6 +16,8 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
+from services.sse import frame
+
 _CHUNKS = 3  # a tool call's arguments (and a text) are streamed in this many pieces
 
 
@@ -65,8 +67,7 @@ def sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:
     async def body() -> AsyncIterator[bytes]:
         for name, data in events:
             payload = data if isinstance(data, str) else json.dumps(data)
-            head = f"event: {name}\n" if name else ""
-            yield f"{head}data: {payload}\n\n".encode()
+            yield frame(payload, event=name)
 
     return StreamingResponse(body(), media_type="text/event-stream")
 

@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
+from services import sse
 from services.evidence import reader, report, scoring
 from services.evidence.recorder import Recorder, now_ms
 from services.server.mcp_adapter import HttpSessions
@@ -43,10 +44,10 @@ async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, A
     return report.to_json(run, clients, now_ms())
 
 
-async def _report_stream(redis: Redis, request: Request, block_ms: int) -> AsyncIterator[str]:
+async def _report_stream(redis: Redis, request: Request, block_ms: int) -> AsyncIterator[bytes]:
     last_id = "$"
     sent_first = False
-    yield "retry: 1000\n\n"  # the browser reconnects a second after a lost stream
+    yield sse.frame(retry_ms=1000)  # the browser reconnects a second after a lost stream
     while not await request.is_disconnected():
         try:
             if not sent_first:
@@ -55,19 +56,19 @@ async def _report_stream(redis: Redis, request: Request, block_ms: int) -> Async
                 sent_first = True
             newest = await reader.wait_for_events(redis, last_id, block_ms)
             if newest is None:
-                yield ": keepalive\n\n"
+                yield sse.frame(comment="keepalive")
                 continue
             last_id = newest
             yield _sse(await current_report(redis))
         except (RedisError, OSError) as exc:
             logger.warning("[dashboard] redis unavailable (%s); retrying", exc)
-            yield ": redis unavailable\n\n"
+            yield sse.frame(comment="redis unavailable")
             sent_first = False
             await asyncio.sleep(_RETRY_SECONDS)
 
 
-def _sse(data: dict[str, Any]) -> str:
-    return f"event: report\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+def _sse(data: dict[str, Any]) -> bytes:
+    return sse.frame(json.dumps(data, separators=(",", ":")), event="report")
 
 
 def add_routes(

@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services import contract
+from services import contract, sse
 from services.server.resume.eventstore import (
     OnReplayed,
     RedisEventStore,
@@ -75,12 +75,6 @@ async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> boo
     if not owner or owner == replica:
         return False
     return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
-
-
-def sse_event(event_id: str, data: str, retry_ms: int | None = None) -> bytes:
-    """One SSE event, as written on the wire."""
-    retry = f"retry: {retry_ms}\n" if retry_ms is not None else ""
-    return f"event: message\nid: {event_id}\n{retry}data: {data}\n\n".encode()
 
 
 class ResumeMiddleware:
@@ -142,7 +136,9 @@ class ResumeMiddleware:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 event_id = await store.store_event(GET_STREAM_KEY, None)
                 if event_id:
-                    body = sse_event(event_id, "", self._retry_ms)
+                    body = sse.frame(
+                        "", event="message", event_id=event_id, retry_ms=self._retry_ms
+                    )
                     await send({"type": "http.response.body", "body": body, "more_body": True})
 
         return send_primed
@@ -186,7 +182,7 @@ class ResumeMiddleware:
             }
         )
         for event_id, message in missed:
-            body = sse_event(event_id, encode(message))
+            body = sse.frame(encode(message), event="message", event_id=event_id)
             await send({"type": "http.response.body", "body": body, "more_body": True})
             await self._on_replayed(session, message)
 
@@ -233,6 +229,6 @@ class ResumeMiddleware:
                     message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
                     if message is None:
                         continue
-                    body = sse_event(entry_id, encode(message))
+                    body = sse.frame(encode(message), event="message", event_id=entry_id)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     await self._on_replayed(session, message)
