@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
+import mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -27,8 +28,6 @@ from services.server.peers import Peer
 
 logger = logging.getLogger("mcp_lab.evidence")
 
-INTERNAL_ERROR = -32603
-INVALID_PARAMS = -32602
 # Requests whose response is a long-lived stream.
 LONG_LIVED = frozenset({"subscriptions/listen"})
 # The event of a session the server ended (see ``Recorder.ended``).
@@ -124,10 +123,10 @@ class Recorder:
                 error = exc.error.code
                 raise
             except ValidationError:
-                error = INVALID_PARAMS
+                error = mcp_types.INVALID_PARAMS
                 raise
             except Exception:
-                error = INTERNAL_ERROR
+                error = mcp_types.INTERNAL_ERROR
                 raise
             finally:
                 _annotations.reset(token)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+import mcp_types
+
 from services.catalog import REVIEW_STATUS
 from services.contract import (
     REASON_IDLE,
@@ -51,7 +53,6 @@ _CONNECT_METHODS = frozenset({"initialize", "server/discover"})
 _SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
 # List methods of capabilities the lab does not advertise by default.
 _UNADVERTISED_LISTS = ("tools/list", "prompts/list")
-METHOD_NOT_FOUND = -32601
 # Evidence of the session's GET streams (recorded by the server, not sent by the client).
 STREAM_OPEN, STREAM_RESUME = "stream/open", "stream/resume"
 STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
@@ -236,7 +237,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
             continue
         if event.reason == REASON_UNADVERTISED and event.method not in answered:
             answered.append(event.method)
-        elif event.error == METHOD_NOT_FOUND and event.method not in refused:
+        elif event.error == mcp_types.METHOD_NOT_FOUND and event.method not in refused:
             refused.append(event.method)
     notes: list[str] = []
     if answered:
@@ -245,7 +246,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
         )
     if refused:
         requests = [e for e in events if _is_request(e)]
-        left = requests[-1].method in refused and requests[-1].error == METHOD_NOT_FOUND
+        left = requests[-1].method in refused and requests[-1].error == mcp_types.METHOD_NOT_FOUND
         tail = "and left after the error" if left else "refused with -32601"
         notes.append(f"asked {', '.join(refused)} (not advertised) {tail}")
     return notes

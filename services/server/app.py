@@ -48,9 +48,8 @@ from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.server")
 
+# MCP's "resource not found" (2025-11-25 and before); the JSON-RPC codes come from mcp_types.
 RESOURCE_NOT_FOUND = -32002
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 
 # Served by FastMCP out of the box but not implemented by the lab: withdrawn so
 # the initialize result advertises only what the lab really does.
@@ -62,14 +61,20 @@ _RELAY_START_SECONDS = 5
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
     """The "unknown resource" error of the negotiated protocol generation."""
-    code = INVALID_PARAMS if protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+    code = (
+        mcp_types.INVALID_PARAMS
+        if protocol_version in MODERN_PROTOCOL_VERSIONS
+        else RESOURCE_NOT_FOUND
+    )
     return MCPError(code=code, message="Resource not found", data={"uri": uri})
 
 
 def redis_failed(exc: Exception) -> MCPError:
     """The error a client gets while Redis cannot be reached."""
     logger.error("[lab] redis unavailable: %s", exc)
-    return MCPError(code=INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}")
+    return MCPError(
+        code=mcp_types.INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}"
+    )
 
 
 @dataclass
