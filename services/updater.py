@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -31,6 +32,7 @@ from redis.exceptions import RedisError
 from services import contract, logs, state
 from services.catalog import LAB_CATALOG, Catalog
 from services.logs import setup_logging
+from services.reconnect import keep_running, stop_if_cancelled
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.updater")
@@ -42,16 +44,6 @@ _RETRY_SECONDS = 1.0
 # How many jobs stranded by a dead updater one look takes over at most (the rest
 # wait for the next look, every ``take_over_every_seconds``).
 _TAKE_OVER_BATCH = 100
-
-
-def _stop_if_cancelled() -> None:
-    """Raise CancelledError if this task was asked to stop. Python 3.11's
-    ``asyncio.wait_for``, which redis-py uses to send each command, can swallow a
-    cancellation that arrives just as the send completes; the task still counts it,
-    and a loop that never checks would then run on forever."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
@@ -115,34 +107,29 @@ class Updater:
             await asyncio.gather(*scheduled, return_exceptions=True)
 
     async def _run(self) -> None:
-        backoff = 0.2
-        while True:
-            _stop_if_cancelled()
-            try:
-                await state.ensure_job_group(self._redis)
-                # The heartbeat comes first: from now on no other updater takes this
-                # one's jobs, not even those it is about to take over.
-                await self._beat()
-                await self._take_over_own_leftovers()
-                await self._take_over_stranded()
-                logger.info(
-                    "[updater] ready stream=%s group=%s consumer=%s delay=%ss",
-                    contract.JOBS_STREAM,
-                    contract.JOBS_GROUP,
-                    self._consumer,
-                    self._settings.update_delay_seconds,
-                )
-                backoff = 0.2
-                await self._read_new_jobs()
-            except Exception as exc:
-                if isinstance(exc, (RedisError, OSError)):
-                    logger.warning(
-                        "[updater] redis unavailable (%s); retrying in %.1fs", exc, backoff
-                    )
-                else:
-                    logger.exception("[updater] unexpected error; restarting in %.1fs", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_seconds)
+        await keep_running(
+            self._work,
+            logger=logger,
+            tag="updater",
+            max_pause_seconds=self._settings.reconnect_backoff_max_seconds,
+        )
+
+    async def _work(self, connected: Callable[[], None]) -> None:
+        await state.ensure_job_group(self._redis)
+        # The heartbeat comes first: from now on no other updater takes this
+        # one's jobs, not even those it is about to take over.
+        await self._beat()
+        await self._take_over_own_leftovers()
+        await self._take_over_stranded()
+        logger.info(
+            "[updater] ready stream=%s group=%s consumer=%s delay=%ss",
+            contract.JOBS_STREAM,
+            contract.JOBS_GROUP,
+            self._consumer,
+            self._settings.update_delay_seconds,
+        )
+        connected()
+        await self._read_new_jobs()
 
     async def close(self) -> None:
         """Release the updater's own Redis connection (the one that reads jobs)."""
@@ -250,7 +237,7 @@ class Updater:
 
     async def _read_new_jobs(self) -> None:
         while True:
-            _stop_if_cancelled()
+            stop_if_cancelled()
             await self._beat()
             if time.monotonic() >= self._next_take_over:
                 await self._take_over_stranded()
@@ -300,7 +287,7 @@ class Updater:
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))
         while True:
-            _stop_if_cancelled()
+            stop_if_cancelled()
             try:
                 await self._apply(entry_id, job)
                 return

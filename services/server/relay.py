@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -28,6 +28,7 @@ from services import contract, logs, state
 from services.catalog import Catalog
 from services.evidence.recorder import Recorder
 from services.logs import event
+from services.reconnect import keep_running
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
@@ -64,40 +65,41 @@ class Relay:
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
         self.messages_ignored = 0
+        self._listened_before = False
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting after any error (Redis or not)."""
+        await keep_running(
+            self._listen,
+            logger=logger,
+            tag="relay",
+            max_pause_seconds=self._settings.reconnect_backoff_max_seconds,
+            on_error=self._disconnected,
+        )
+
+    async def _listen(self, connected: Callable[[], None]) -> None:
+        """Subscribe and relay each message; reconcile first after a gap."""
         channel = self._settings.updates_channel
-        backoff = 0.2
-        resubscribed = False
-        while True:
-            pubsub = self._pubsub_redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(channel)
-                self.state = "subscribed"
-                self.subscribed.set()
-                logger.info("[relay] subscribed channel=%s", channel)
-                backoff = 0.2
-                if resubscribed:
-                    await self.reconcile()
-                resubscribed = True
-                async for message in pubsub.listen():
-                    if message.get("type") == "message":
-                        await self.handle(message["data"])
-            except Exception as exc:
-                self.state = "disconnected"
-                self.subscribed.clear()
-                if isinstance(exc, (RedisError, OSError)):
-                    logger.warning(
-                        "[relay] redis unavailable (%s); retrying in %.1fs", exc, backoff
-                    )
-                else:
-                    logger.exception("[relay] unexpected error; restarting in %.1fs", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_seconds)
-            finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()
+        pubsub = self._pubsub_redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(channel)
+            self.state = "subscribed"
+            self.subscribed.set()
+            logger.info("[relay] subscribed channel=%s", channel)
+            connected()
+            if self._listened_before:
+                await self.reconcile()
+            self._listened_before = True
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    await self.handle(message["data"])
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+
+    def _disconnected(self) -> None:
+        self.state = "disconnected"
+        self.subscribed.clear()
 
     async def close(self) -> None:
         """Release the relay's own Redis connection."""

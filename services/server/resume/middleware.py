@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract, sse
+from services.reconnect import stop_if_cancelled
 from services.server.resume.eventstore import (
     OnReplayed,
     RedisEventStore,
@@ -63,6 +64,7 @@ async def heartbeat(
         while True:
             with contextlib.suppress(RedisError, OSError):
                 await redis.set(key, "1", ex=seconds)
+            stop_if_cancelled()
             await asyncio.sleep(seconds / 3)
     finally:
         with contextlib.suppress(RedisError, OSError, asyncio.CancelledError):
