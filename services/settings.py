@@ -78,6 +78,19 @@ class LabSettings(BaseSettings):
     updater_consumer: str = Field(
         "updater", min_length=1, description="Consumer name of this updater in the job group."
     )
+    redis_max_connections: int = Field(
+        100, ge=1, description="Redis connections the server opens at most (one shared pool)."
+    )
+    redis_pool_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="How long a Redis command waits for a free connection before it fails.",
+    )
+    write_queue_max: int = Field(
+        10_000,
+        ge=100,
+        description="Evidence and resume writes queued for the batch writer (callers wait beyond).",
+    )
 
     redis_url: str = Field(
         DEFAULT_REDIS_URL,

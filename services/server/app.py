@@ -42,6 +42,7 @@ from services.server.resume.get_streams import StreamLogMiddleware
 from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_replica_id
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
+from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab")
 
@@ -79,6 +80,7 @@ class Lab:
     recorder: Recorder
     relay: Relay
     replica: str
+    writer: BatchWriter
 
     def peer(self, ctx: Context, client_info: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context."""
@@ -119,6 +121,7 @@ class Lab:
             max_events=self.settings.resume_max_events,
             ttl_seconds=self.settings.resume_ttl_seconds,
             on_replayed=self.replayed,
+            writer=self.writer,
         )
 
     async def replayed(self, session: str, message: Any) -> None:
@@ -207,11 +210,17 @@ class EventLogMiddleware(Middleware):
 
 def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
     """The FastMCP server of the lab and the state its handlers share."""
-    redis = state.connect(settings.redis_url)
+    redis = state.connect(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        pool_timeout=settings.redis_pool_timeout_seconds,
+    )
     registry = SessionRegistry()
-    recorder = Recorder(redis, settings.events_max)
+    # One task writes evidence and resume events in batches (see services.writer).
+    writer = BatchWriter(redis, max_queue=settings.write_queue_max)
+    recorder = Recorder(redis, settings.events_max, writer)
     relay = Relay(settings, redis, registry, recorder)
-    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id())
+    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), writer)
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -219,6 +228,7 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
             await state.ensure_job_group(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
+        writer.start()
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
             asyncio.create_task(heartbeat(redis, lab.replica), name="heartbeat"),
@@ -230,6 +240,12 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await lab.relay.close()
+            await writer.close()  # flushes what is queued
+            if not await recorder.save_lost():
+                logger.warning(
+                    "[evidence] %d lost event(s) could not be counted in Redis",
+                    recorder.unsaved_lost,
+                )
             await redis.aclose()
 
     server = FastMCP(
