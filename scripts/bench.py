@@ -32,7 +32,6 @@ import asyncio
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import threading
@@ -242,7 +241,11 @@ class StormResult:
 
 
 # Per session, what the evidence record must hold after a storm.
-_EXPECTED = (("in", "initialize"), ("in", "resources/subscribe"), ("out", "notifications/resources/updated"))
+_EXPECTED = (
+    ("in", "initialize"),
+    ("in", "resources/subscribe"),
+    ("out", "notifications/resources/updated"),
+)
 
 
 async def missing_evidence(
@@ -259,15 +262,19 @@ async def missing_evidence(
     while True:
         entries = await redis.xrange(EVENTS_STREAM, min=last, max="+")
         for entry_id, fields in entries:
-            key = (fields.get(b"session", b"").decode(), fields.get(b"direction", b"").decode(),
-                   fields.get(b"method", b"").decode())
+            key = (
+                fields.get(b"session", b"").decode(),
+                fields.get(b"direction", b"").decode(),
+                fields.get(b"method", b"").decode(),
+            )
             if key in wanted:
                 have.add(key)
             last = f"({entry_id.decode()}"
         if len(have) == len(wanted):
             return 0
-        newer = await redis.xread({EVENTS_STREAM: last[1:] if last != "-" else "0-0"},
-                                  block=settle_ms, count=1)
+        newer = await redis.xread(
+            {EVENTS_STREAM: last[1:] if last != "-" else "0-0"}, block=settle_ms, count=1
+        )
         if not newer:
             return len(wanted) - len(have)
 
@@ -320,18 +327,17 @@ async def storm(
     return result
 
 
-async def _settled_scard(redis: Any, rounds: int = 20) -> int:
-    """SCARD of the subscriber set once session ends stopped changing it (bounded)."""
-    size = await redis.scard(SUBSCRIBERS_KEY)
-    for _ in range(rounds):
-        if size == 0:
-            return 0
-        await asyncio.sleep(0.25)  # session ends run after DELETE replies: no event to await
+async def _settled_scard(redis: Any, quiet_polls: int = 8, bound: float = 30.0) -> int:
+    """SCARD of the subscriber set once session ends stopped changing it: 0, or the
+    same size for ``quiet_polls`` polls 0.25 s apart (within ``bound`` seconds)."""
+    size, quiet = await redis.scard(SUBSCRIBERS_KEY), 0
+    deadline = time.monotonic() + bound
+    while size and quiet < quiet_polls and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)  # session ends run after the DELETE replies: no event
         newer = await redis.scard(SUBSCRIBERS_KEY)
-        if newer == size:
-            return size
+        quiet = quiet + 1 if newer == size else 0
         size = newer
-    return size
+    return int(size)
 
 
 async def floor_storm(port: int, n: int, concurrency: int, timeout: float) -> StormResult:
@@ -341,7 +347,9 @@ async def floor_storm(port: int, n: int, concurrency: int, timeout: float) -> St
 # ---------------------------------------------------------------- fan-out
 
 
-async def fanout(port: int, n: int, redis_url: str, concurrency: int, timeout: float) -> list[float]:
+async def fanout(
+    port: int, n: int, redis_url: str, concurrency: int, timeout: float
+) -> list[float]:
     """Latencies (s) from one publish to each of ``n`` subscribed sessions' notification."""
     from redis.asyncio import Redis
 
@@ -413,12 +421,14 @@ async def memory_per_session(
     redis = Redis.from_url(redis_url) if redis_url else None
     before_rss = rss_kb(pid)
     before_redis = (await redis.info("memory"))["used_memory"] if redis else 0
-    clients, failed, _ = await setup_sessions(port, n, concurrency, name="memory")
+    clients, _failed, _ = await setup_sessions(port, n, concurrency, name="memory")
     ready = len(clients)
     rss = (rss_kb(pid) - before_rss) / max(ready, 1)
     redis_kb = None
     if redis is not None:
-        redis_kb = ((await redis.info("memory"))["used_memory"] - before_redis) / 1024 / max(ready, 1)
+        redis_kb = (
+            ((await redis.info("memory"))["used_memory"] - before_redis) / 1024 / max(ready, 1)
+        )
         await redis.aclose()
     await asyncio.gather(*(c.end() for c in clients))
     return rss, redis_kb
@@ -449,16 +459,21 @@ def cold_start(code: Path) -> tuple[float, float]:
     env.pop("REDIS_URL", None)
     env.update(MCP_TEST_PORT=str(port), PYTHONUNBUFFERED="1")
     started = time.perf_counter()
-    lab = Proc("up", [sys.executable, "-m", "services", "up", "--redis-port", str(redis_port)],
-               code, env)
+    lab = Proc(
+        "up", [sys.executable, "-m", "services", "up", "--redis-port", str(redis_port)], code, env
+    )
     try:
         lab_seconds = asyncio.run(first_initialize(port)) + (time.perf_counter() - started) * 0
     finally:
         lab.stop()
     floor_port = free_port()
     started = time.perf_counter()
-    floor = Proc("floor", [sys.executable, str(ROOT / "scripts" / "floor.py"), "--port",
-                           str(floor_port)], ROOT, dict(os.environ))
+    floor = Proc(
+        "floor",
+        [sys.executable, str(ROOT / "scripts" / "floor.py"), "--port", str(floor_port)],
+        ROOT,
+        dict(os.environ),
+    )
     try:
         floor_seconds = asyncio.run(first_initialize(floor_port))
     finally:
@@ -491,8 +506,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="bound of each wait")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout of the lab to run")
     parser.add_argument("--only", default="storm,fanout,reads,memory,cold")
-    parser.add_argument("--lab-setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra MCP_TEST_KEY=VALUE for the lab's processes")
+    parser.add_argument(
+        "--lab-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra MCP_TEST_KEY=VALUE for the lab's processes",
+    )
     args = parser.parse_args()
     wanted = set(args.only.split(","))
     extra = dict(s.split("=", 1) for s in args.lab_setting)
@@ -513,8 +533,14 @@ def main() -> None:
         redis_server.stop()
     if "cold" in wanted:
         lab_s, floor_s = cold_start(code)
-        rows.append(("cold start to first initialize", f"{lab_s:.2f} s", f"{floor_s:.2f} s",
-                     ratio(lab_s, floor_s)))
+        rows.append(
+            (
+                "cold start to first initialize",
+                f"{lab_s:.2f} s",
+                f"{floor_s:.2f} s",
+                ratio(lab_s, floor_s),
+            )
+        )
     print()
     print("| measure | lab | floor | lab / floor |")
     print("|---|---|---|---|")
@@ -535,8 +561,11 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
     port = free_port()
     procs = start_lab(code, url, port, True, update_delay_seconds="0", **extra)
     try:
-        lab = asyncio.run(storm(port, args.storm, redis_url=url, concurrency=args.concurrency,
-                                timeout=args.timeout))
+        lab = asyncio.run(
+            storm(
+                port, args.storm, redis_url=url, concurrency=args.concurrency, timeout=args.timeout
+            )
+        )
     finally:
         for proc in reversed(procs):
             proc.stop()
@@ -550,14 +579,31 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
     print("floor " + floor.summary())
     n = args.storm
     return [
-        (f"storm {n}: refused subscribes", str(sum(lab.refused.values()) + sum(lab.setup_failed.values())),
-         str(sum(floor.refused.values()) + sum(floor.setup_failed.values())), ""),
-        (f"storm {n}: missing notifications", str(lab.missing_notifications),
-         str(floor.missing_notifications), ""),
+        (
+            f"storm {n}: refused subscribes",
+            str(sum(lab.refused.values()) + sum(lab.setup_failed.values())),
+            str(sum(floor.refused.values()) + sum(floor.setup_failed.values())),
+            "",
+        ),
+        (
+            f"storm {n}: missing notifications",
+            str(lab.missing_notifications),
+            str(floor.missing_notifications),
+            "",
+        ),
         (f"storm {n}: evidence records missing (of {3 * n})", str(lab.evidence_missing), "-", ""),
-        (f"storm {n}: subscribers left after the sessions ended", str(lab.subscribers_left), "-", ""),
-        (f"storm {n}: setup sessions/s", f"{lab.sessions_per_second:.0f}",
-         f"{floor.sessions_per_second:.0f}", ratio(floor.sessions_per_second, lab.sessions_per_second) + " slower"),
+        (
+            f"storm {n}: subscribers left after the sessions ended",
+            str(lab.subscribers_left),
+            "-",
+            "",
+        ),
+        (
+            f"storm {n}: setup sessions/s",
+            f"{lab.sessions_per_second:.0f}",
+            f"{floor.sessions_per_second:.0f}",
+            ratio(floor.sessions_per_second, lab.sessions_per_second) + " slower",
+        ),
     ]
 
 
@@ -565,8 +611,9 @@ def _fanout_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str
     _flush(url)
     port = free_port()
     # No updater: the benchmark publishes the update itself, once.
-    procs = start_lab(code, url, port, False, state_scope="shared",
-                      update_delay_seconds="3600", **extra)
+    procs = start_lab(
+        code, url, port, False, state_scope="shared", update_delay_seconds="3600", **extra
+    )
     try:
         lab = asyncio.run(fanout(port, args.fanout, url, args.concurrency, args.timeout))
     finally:
@@ -582,14 +629,21 @@ def _fanout_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str
     rows = []
     for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
         a, b = pct(lab, q), pct(floor, q)
-        rows.append((f"fan-out {n}: {name} publish to notification", f"{a:.1f} ms",
-                     f"{b:.1f} ms", ratio(a, b)))
+        rows.append(
+            (
+                f"fan-out {n}: {name} publish to notification",
+                f"{a:.1f} ms",
+                f"{b:.1f} ms",
+                ratio(a, b),
+            )
+        )
     rows.append((f"fan-out {n}: notifications received", str(len(lab)), str(len(floor)), ""))
     return rows
 
 
-def _reads_memory_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str, str],
-                       wanted: set[str]) -> list:
+def _reads_memory_rows(
+    code: Path, url: str, args: argparse.Namespace, extra: dict[str, str], wanted: set[str]
+) -> list:
     _flush(url)
     port = free_port()
     procs = start_lab(code, url, port, False, update_delay_seconds="3600", **extra)
@@ -600,18 +654,38 @@ def _reads_memory_rows(code: Path, url: str, args: argparse.Namespace, extra: di
         if "reads" in wanted:
             lab = asyncio.run(reads_per_second(port, args.reads_seconds))
             floor = asyncio.run(reads_per_second(floor_port, args.reads_seconds))
-            rows.append(("reads/s, one session, concurrency 16", f"{lab:.0f}", f"{floor:.0f}",
-                         ratio(floor, lab) + " slower"))
+            rows.append(
+                (
+                    "reads/s, one session, concurrency 16",
+                    f"{lab:.0f}",
+                    f"{floor:.0f}",
+                    ratio(floor, lab) + " slower",
+                )
+            )
         if "memory" in wanted:
             n = args.sessions
-            rss, redis_kb = asyncio.run(memory_per_session(port, procs[0].process.pid, n,
-                                                           args.concurrency, url))
-            floor_rss, _ = asyncio.run(memory_per_session(floor_port, floor_proc.process.pid, n,
-                                                          args.concurrency, None))
-            rows.append((f"KB per idle session ({n}), server RSS", f"{rss:.1f}",
-                         f"{floor_rss:.1f}", ratio(rss, floor_rss)))
-            rows.append((f"KB per idle session ({n}), Redis used_memory",
-                         f"{redis_kb:.1f}" if redis_kb is not None else "-", "0", ""))
+            rss, redis_kb = asyncio.run(
+                memory_per_session(port, procs[0].process.pid, n, args.concurrency, url)
+            )
+            floor_rss, _ = asyncio.run(
+                memory_per_session(floor_port, floor_proc.process.pid, n, args.concurrency, None)
+            )
+            rows.append(
+                (
+                    f"KB per idle session ({n}), server RSS",
+                    f"{rss:.1f}",
+                    f"{floor_rss:.1f}",
+                    ratio(rss, floor_rss),
+                )
+            )
+            rows.append(
+                (
+                    f"KB per idle session ({n}), Redis used_memory",
+                    f"{redis_kb:.1f}" if redis_kb is not None else "-",
+                    "0",
+                    "",
+                )
+            )
     finally:
         floor_proc.stop()
         for proc in procs:

@@ -36,7 +36,7 @@ class Floor:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
+                method, _path, _ = lines[0].split(" ", 2)
                 headers = {}
                 for line in lines[1:]:
                     if ":" in line:
@@ -58,14 +58,13 @@ class Floor:
         finally:
             writer.close()
 
-    def reply(self, writer: asyncio.StreamWriter, status: int, body: bytes, kind: str,
-              extra: str = "") -> None:
+    def reply(
+        self, writer: asyncio.StreamWriter, status: int, body: bytes, kind: str, extra: str = ""
+    ) -> None:
         reason = {200: "OK", 202: "Accepted", 404: "Not Found"}.get(status, "OK")
         content = f"Content-Type: {kind}\r\n" if kind else ""
-        writer.write(
-            f"HTTP/1.1 {status} {reason}\r\n{content}{extra}Content-Length: {len(body)}\r\n\r\n"
-            .encode() + body
-        )
+        head = f"HTTP/1.1 {status} {reason}\r\n{content}{extra}"
+        writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
     async def post(self, session: str, body: bytes, writer: asyncio.StreamWriter) -> None:
         message = json.loads(body)

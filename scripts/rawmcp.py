@@ -120,10 +120,23 @@ class Connection:
     async def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes = b""
     ) -> Response:
+        reused = self._writer is not None and not self._writer.is_closing()
         reader, writer = await self._open()
-        writer.write(self._head(method, path, headers, body))
-        await writer.drain()
-        status, got = await _read_head(reader)
+        try:
+            writer.write(self._head(method, path, headers, body))
+            await writer.drain()
+            status, got = await _read_head(reader)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            partial = getattr(exc, "partial", b"")
+            if not reused or partial:
+                raise
+            # The server closed the idle keep-alive connection (uvicorn does after
+            # 5 s): as any HTTP client, send again on a new one.
+            await self.close()
+            reader, writer = await self._open()
+            writer.write(self._head(method, path, headers, body))
+            await writer.drain()
+            status, got = await _read_head(reader)
         data = await _read_body(reader, got)
         if got.get("connection", "").lower() == "close":
             await self.close()
