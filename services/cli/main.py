@@ -106,7 +106,7 @@ async def _reset(settings: LabSettings) -> int:
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
     from services.evidence import reader, report, scoring
-    from services.evidence.recorder import now_ms
+    from services.evidence.recorder import lost_in_range, now_ms
 
     redis = state.connect(settings.redis_url)
     try:
@@ -115,15 +115,16 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
         else:
             run_id, first, last = await reader.run_bounds(redis, args.run)
         events = await reader.read_events(redis, first, last)
+        missing = await lost_in_range(redis, first, last)
     finally:
         await redis.aclose()
     clients = scoring.score_clients(events)
     if args.format == "json":
-        print(json.dumps(report.to_json(run_id, clients, now_ms()), indent=2))
+        print(json.dumps(report.to_json(run_id, clients, now_ms(), missing), indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(run_id, clients), end="")
+        print(report.to_markdown(run_id, clients, missing), end="")
     else:
-        print(report.to_table(run_id, clients))
+        print(report.to_table(run_id, clients, missing))
     return 0
 
 

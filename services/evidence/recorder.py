@@ -235,6 +235,14 @@ def _event(
     )
 
 
+async def lost_in_range(redis: Redis, first: str, last: str) -> int:
+    """How many events were lost between two ``mcp:events`` ids, as
+    :func:`services.evidence.reader.run_bounds` gives them (``-``, ``+``, ``(id``)."""
+    start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
+    end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
+    return await lost_between(redis, start, end)
+
+
 async def lost_between(redis: Redis, start_ms: int | None, end_ms: int | None) -> int:
     """How many events recorded as lost (``LOST_STREAM``) fell between two times
     (None: unbounded). Entries anyone else wrote there are skipped."""

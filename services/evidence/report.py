@@ -63,11 +63,23 @@ def _session_json(score: SessionScore) -> dict[str, Any]:
     }
 
 
-def to_json(run_id: str, clients: list[ClientScore], generated_ms: int) -> dict[str, Any]:
-    """The report as plain data (what ``--format json`` and ``/api/report`` give)."""
+def missing_note(missing: int) -> str:
+    """What the report says when events of its run could not be recorded."""
+    return (
+        f"{missing} event(s) of this run could not be recorded (Redis unavailable): "
+        "levels may be lower than what the clients did"
+    )
+
+
+def to_json(
+    run_id: str, clients: list[ClientScore], generated_ms: int, missing: int = 0
+) -> dict[str, Any]:
+    """The report as plain data (what ``--format json`` and ``/api/report`` give).
+    ``missing``: events of the run that could not be recorded."""
     return {
         "run": {"id": run_id, "started": iso(run_start_ms(run_id))},
         "generated": iso(generated_ms),
+        "missing_events": missing,
         "levels": {str(k): v for k, v in LEVEL_NAMES.items()},
         "clients": [
             {
@@ -84,10 +96,12 @@ def to_json(run_id: str, clients: list[ClientScore], generated_ms: int) -> dict[
     }
 
 
-def to_table(run_id: str, clients: list[ClientScore]) -> str:
+def to_table(run_id: str, clients: list[ClientScore], missing: int = 0) -> str:
     """A terminal table: one row per client (its best session), then its sessions."""
     started = clock(run_start_ms(run_id)) if run_id != "0-0" else "(since the record began)"
     lines = [f"run {run_id} started {started} UTC, {len(clients)} client(s)", ""]
+    if missing:
+        lines[-1:] = [f"note: {missing_note(missing)}", ""]
     if not clients:
         lines.append("no client has connected in this run")
         return "\n".join(lines)
@@ -131,10 +145,12 @@ def _yes(ms: int | None, detail: str = "") -> str:
     return f"yes{detail} ({clock(ms)} UTC)"
 
 
-def to_markdown(run_id: str, clients: list[ClientScore]) -> str:
+def to_markdown(run_id: str, clients: list[ClientScore], missing: int = 0) -> str:
     """Compatibility notes, one block per client, filled in from the evidence."""
     started = iso(run_start_ms(run_id)) or "the start of the record"
     blocks = [f"<!-- mcp-subscribe-lab run {run_id}, since {started} -->"]
+    if missing:
+        blocks.append(f"> Note: {missing_note(missing)}.")
     for client in clients:
         best = client.best
         marks = best.checkpoints

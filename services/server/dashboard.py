@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from services.evidence import reader, report, scoring
-from services.evidence.recorder import Recorder, now_ms
+from services.evidence.recorder import Recorder, lost_in_range, now_ms
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
 
@@ -33,15 +33,22 @@ _BLOCK_MS = 5_000  # below the Redis client socket timeout
 _RETRY_SECONDS = 2.0
 
 
-async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, Any]:
-    """The report of ``run_id`` (the current run when None) as plain data."""
+async def current_report(
+    redis: Redis, run_id: str | None = None, recorder: Recorder | None = None
+) -> dict[str, Any]:
+    """The report of ``run_id`` (the current run when None) as plain data. Its
+    ``missing_events`` adds the events this server lost and could not count in
+    Redis yet (``recorder``) to those counted there."""
     run, first, last = await reader.run_bounds(redis, run_id)
     events = await reader.read_events(redis, first, last)
     clients = scoring.score_clients(events)
-    return report.to_json(run, clients, now_ms())
+    missing = await lost_in_range(redis, first, last)
+    if recorder is not None and last == "+":
+        missing += recorder.unsaved_lost
+    return report.to_json(run, clients, now_ms(), missing)
 
 
-async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
+async def _report_stream(redis: Redis, request: Request, recorder: Recorder) -> AsyncIterator[str]:
     last_id = "$"
     sent_first = False
     yield "retry: 1000\n\n"  # the browser reconnects a second after a lost stream
@@ -49,14 +56,14 @@ async def _report_stream(redis: Redis, request: Request) -> AsyncIterator[str]:
         try:
             if not sent_first:
                 last_id = await reader.last_event_id(redis)
-                yield _sse(await current_report(redis))
+                yield _sse(await current_report(redis, recorder=recorder))
                 sent_first = True
             newest = await reader.wait_for_events(redis, last_id, _BLOCK_MS)
             if newest is None:
                 yield ": keepalive\n\n"
                 continue
             last_id = newest
-            yield _sse(await current_report(redis))
+            yield _sse(await current_report(redis, recorder=recorder))
         except (RedisError, OSError) as exc:
             logger.warning("[dashboard] redis unavailable (%s); retrying", exc)
             yield ": redis unavailable\n\n"
@@ -80,14 +87,14 @@ def add_routes(
     @server.custom_route("/api/report", methods=["GET"])
     async def api_report(_: Request) -> Response:
         try:
-            return JSONResponse(await current_report(redis))
+            return JSONResponse(await current_report(redis, recorder=recorder))
         except (RedisError, OSError) as exc:
             return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
 
     @server.custom_route("/api/stream", methods=["GET"])
     async def api_stream(request: Request) -> Response:
         return StreamingResponse(
-            _report_stream(redis, request),
+            _report_stream(redis, request, recorder),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
