@@ -34,6 +34,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -105,10 +106,27 @@ class Proc:
                 self.process.wait(timeout=10)
 
 
+# Modules the lab's processes must not find (--without): a folder of stand-ins that
+# raise ImportError, first on their PYTHONPATH, so "auto" choices fall back.
+HIDDEN: list[str] = []
+
+
+def _hiding_path() -> str:
+    folder = Path(tempfile.gettempdir()) / f"mcp-lab-bench-without-{'-'.join(sorted(HIDDEN))}"
+    for name in HIDDEN:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "__init__.py").write_text(
+            f"raise ImportError('{name} hidden by scripts/bench.py --without')\n"
+        )
+    return str(folder)
+
+
 def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
     env.update(REDIS_URL=redis_url, PYTHONUNBUFFERED="1", MCP_TEST_LOG_LEVEL="WARNING")
     env.update({f"MCP_TEST_{k.upper()}": v for k, v in settings.items()})
+    if HIDDEN:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_hiding_path(), env.get("PYTHONPATH")]))
     return env
 
 
@@ -146,6 +164,12 @@ def start_floor(port: int, redis_url: str | None = None) -> Proc:
     if redis_url:
         floor.wait_for(r"floor subscribed")
     return floor
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:
@@ -218,6 +242,7 @@ class StormResult:
     subscribers_left: int | None
     setup_seconds: float
     seconds: float
+    setup_cpu_ms: float | None = None  # server CPU per session set up
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -286,11 +311,16 @@ async def storm(
     redis_url: str | None = None,
     concurrency: int = 200,
     timeout: float = 60.0,
+    server_pid: int | None = None,
 ) -> StormResult:
     """``n`` sessions, then every one subscribes at once (see the module docstring).
     With ``redis_url`` the evidence record and the subscriber set are checked."""
     started = time.perf_counter()
+    cpu = cpu_seconds(server_pid) if server_pid else 0.0
     clients, setup_failed, setup_seconds = await setup_sessions(port, n, concurrency)
+    setup_cpu_ms = None
+    if server_pid and clients:
+        setup_cpu_ms = (cpu_seconds(server_pid) - cpu) * 1000 / len(clients)
     subscribed, refused = await subscribe_all(clients)
     arrived = await asyncio.gather(*(c.wait_notification(1, timeout) for c in subscribed))
     result = StormResult(
@@ -303,6 +333,7 @@ async def storm(
         subscribers_left=None,
         setup_seconds=setup_seconds,
         seconds=0.0,
+        setup_cpu_ms=setup_cpu_ms,
     )
     redis = None
     if redis_url:
@@ -340,8 +371,8 @@ async def _settled_scard(redis: Any, quiet_polls: int = 8, bound: float = 30.0) 
     return int(size)
 
 
-async def floor_storm(port: int, n: int, concurrency: int, timeout: float) -> StormResult:
-    return await storm(port, n, concurrency=concurrency, timeout=timeout)
+async def floor_storm(port: int, n: int, concurrency: int, timeout: float, pid: int) -> StormResult:
+    return await storm(port, n, concurrency=concurrency, timeout=timeout, server_pid=pid)
 
 
 # ---------------------------------------------------------------- fan-out
@@ -380,8 +411,12 @@ async def fanout(
 # ---------------------------------------------------------------- reads/s
 
 
-async def reads_per_second(port: int, seconds: float, concurrency: int = 16) -> float:
-    """resources/read on ONE session from ``concurrency`` connections for ``seconds``."""
+async def reads_per_second(
+    port: int, pid: int, seconds: float, concurrency: int = 16
+) -> tuple[float, float]:
+    """resources/read on ONE session from ``concurrency`` connections for ``seconds``:
+    reads per second, and the server's CPU milliseconds per read (process ``pid``;
+    steadier than the rate on a machine other work shares)."""
     first = RawClient(HOST, port, name="reads")
     await first.initialize()
     workers = [first] + [first.clone() for _ in range(concurrency - 1)]
@@ -398,15 +433,15 @@ async def reads_per_second(port: int, seconds: float, concurrency: int = 16) -> 
             else:
                 failed += 1
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     await asyncio.gather(*(loop(w) for w in workers))
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu
     for worker in workers[1:]:
         await worker.close()
     await first.end()
     if failed:
         print(f"  reads: {failed} failed")
-    return done / elapsed
+    return done / elapsed, cpu * 1000 / max(done, 1)
 
 
 # ---------------------------------------------------------------- memory
@@ -458,12 +493,15 @@ def cold_start(code: Path) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
     env.pop("REDIS_URL", None)
     env.update(MCP_TEST_PORT=str(port), PYTHONUNBUFFERED="1")
+    if HIDDEN:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_hiding_path(), env.get("PYTHONPATH")]))
     started = time.perf_counter()
     lab = Proc(
         "up", [sys.executable, "-m", "services", "up", "--redis-port", str(redis_port)], code, env
     )
     try:
-        lab_seconds = asyncio.run(first_initialize(port)) + (time.perf_counter() - started) * 0
+        asyncio.run(first_initialize(port))
+        lab_seconds = time.perf_counter() - started
     finally:
         lab.stop()
     floor_port = free_port()
@@ -475,7 +513,8 @@ def cold_start(code: Path) -> tuple[float, float]:
         dict(os.environ),
     )
     try:
-        floor_seconds = asyncio.run(first_initialize(floor_port))
+        asyncio.run(first_initialize(floor_port))
+        floor_seconds = time.perf_counter() - started
     finally:
         floor.stop()
     return lab_seconds, floor_seconds
@@ -513,13 +552,20 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="extra MCP_TEST_KEY=VALUE for the lab's processes",
     )
+    parser.add_argument(
+        "--without",
+        default="",
+        help="modules the lab must run without, comma-separated (e.g. uvloop,httptools)",
+    )
     args = parser.parse_args()
+    HIDDEN.extend(filter(None, args.without.split(",")))
     wanted = set(args.only.split(","))
     extra = dict(s.split("=", 1) for s in args.lab_setting)
     from services.cli.embedded_redis import start_redis
 
     code = args.code.resolve()
-    print(f"lab code: {code}  cores: {os.cpu_count()}")
+    hidden = f"  without: {','.join(HIDDEN)}" if HIDDEN else ""
+    print(f"lab code: {code}  cores: {os.cpu_count()}  load: {os.getloadavg()[0]:.1f}{hidden}")
     rows: list[tuple[str, str, str, str]] = []
     redis_server = start_redis()
     try:
@@ -563,7 +609,12 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
     try:
         lab = asyncio.run(
             storm(
-                port, args.storm, redis_url=url, concurrency=args.concurrency, timeout=args.timeout
+                port,
+                args.storm,
+                redis_url=url,
+                concurrency=args.concurrency,
+                timeout=args.timeout,
+                server_pid=procs[0].process.pid,
             )
         )
     finally:
@@ -573,7 +624,11 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
     floor_port = free_port()
     floor_proc = start_floor(floor_port)
     try:
-        floor = asyncio.run(floor_storm(floor_port, args.storm, args.concurrency, args.timeout))
+        floor = asyncio.run(
+            floor_storm(
+                floor_port, args.storm, args.concurrency, args.timeout, floor_proc.process.pid
+            )
+        )
     finally:
         floor_proc.stop()
     print("floor " + floor.summary())
@@ -591,7 +646,12 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
             str(floor.missing_notifications),
             "",
         ),
-        (f"storm {n}: evidence records missing (of {3 * n})", str(lab.evidence_missing), "-", ""),
+        (
+            f"storm {n}: evidence records missing (of {lab.evidence_expected})",
+            str(lab.evidence_missing),
+            "-",
+            "",
+        ),
         (
             f"storm {n}: subscribers left after the sessions ended",
             str(lab.subscribers_left),
@@ -603,6 +663,12 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
             f"{lab.sessions_per_second:.0f}",
             f"{floor.sessions_per_second:.0f}",
             ratio(floor.sessions_per_second, lab.sessions_per_second) + " slower",
+        ),
+        (
+            f"storm {n}: server CPU ms per session set up",
+            f"{lab.setup_cpu_ms or 0:.2f}",
+            f"{floor.setup_cpu_ms or 0:.3f}",
+            ratio(lab.setup_cpu_ms or 0, floor.setup_cpu_ms or 0),
         ),
     ]
 
@@ -652,14 +718,25 @@ def _reads_memory_rows(
     rows = []
     try:
         if "reads" in wanted:
-            lab = asyncio.run(reads_per_second(port, args.reads_seconds))
-            floor = asyncio.run(reads_per_second(floor_port, args.reads_seconds))
+            seconds = args.reads_seconds
+            lab, lab_cpu = asyncio.run(reads_per_second(port, procs[0].process.pid, seconds))
+            floor, floor_cpu = asyncio.run(
+                reads_per_second(floor_port, floor_proc.process.pid, seconds)
+            )
             rows.append(
                 (
                     "reads/s, one session, concurrency 16",
                     f"{lab:.0f}",
                     f"{floor:.0f}",
                     ratio(floor, lab) + " slower",
+                )
+            )
+            rows.append(
+                (
+                    "server CPU ms per read",
+                    f"{lab_cpu:.2f}",
+                    f"{floor_cpu:.3f}",
+                    ratio(lab_cpu, floor_cpu),
                 )
             )
         if "memory" in wanted:
