@@ -53,6 +53,7 @@ HOST = "127.0.0.1"
 EVENTS_STREAM = "mcp:events"
 SUBSCRIBERS_KEY = f"mcp:subscribers:{STATUS_URI}"
 UPDATES_CHANNEL = "mcp:resources:updated"
+SESSION_ENDED = r"\[session/end\] closed"  # the server's log line for each ended session
 _CLIENT_ERRORS = (OSError, HttpError, asyncio.IncompleteReadError, TimeoutError, ValueError)
 
 
@@ -312,9 +313,11 @@ async def storm(
     concurrency: int = 200,
     timeout: float = 60.0,
     server_pid: int | None = None,
+    ended: Callable[[], int] | None = None,
 ) -> StormResult:
     """``n`` sessions, then every one subscribes at once (see the module docstring).
-    With ``redis_url`` the evidence record and the subscriber set are checked."""
+    With ``redis_url`` the evidence record and the subscriber set are checked; the
+    latter once ``ended()`` (sessions the server has ended so far) reaches them all."""
     started = time.perf_counter()
     cpu = cpu_seconds(server_pid) if server_pid else 0.0
     clients, setup_failed, setup_seconds = await setup_sessions(port, n, concurrency)
@@ -352,23 +355,31 @@ async def storm(
         result.evidence_missing = await missing_evidence(redis, wanted) + 3 * lost_setups
     await asyncio.gather(*(c.end() for c in clients))
     if redis is not None:
-        result.subscribers_left = await _settled_scard(redis)
+        result.subscribers_left = await _subscribers_left(redis, ended, len(clients))
         await redis.aclose()
     result.seconds = time.perf_counter() - started
     return result
 
 
-async def _settled_scard(redis: Any, quiet_polls: int = 8, bound: float = 30.0) -> int:
-    """SCARD of the subscriber set once session ends stopped changing it: 0, or the
-    same size for ``quiet_polls`` polls 0.25 s apart (within ``bound`` seconds)."""
-    size, quiet = await redis.scard(SUBSCRIBERS_KEY), 0
+async def _subscribers_left(
+    redis: Any, ended: Callable[[], int] | None, sessions: int, bound: float = 60.0
+) -> int:
+    """SCARD of the subscriber set once the server has ended ``sessions`` sessions
+    (``ended`` counts them, from its log), or after ``bound`` seconds. Without
+    ``ended``: once the set has not changed for 5 s."""
     deadline = time.monotonic() + bound
-    while size and quiet < quiet_polls and time.monotonic() < deadline:
-        await asyncio.sleep(0.25)  # session ends run after the DELETE replies: no event
+    size, quiet = await redis.scard(SUBSCRIBERS_KEY), 0
+    while time.monotonic() < deadline:
+        if ended is not None and ended() >= sessions:
+            return int(await redis.scard(SUBSCRIBERS_KEY))
+        if ended is None and (size == 0 or quiet >= 20):
+            return int(size)
+        # Session ends run after the DELETE replies; the server's log tells when.
+        await asyncio.sleep(0.25)
         newer = await redis.scard(SUBSCRIBERS_KEY)
         quiet = quiet + 1 if newer == size else 0
         size = newer
-    return int(size)
+    return int(await redis.scard(SUBSCRIBERS_KEY))
 
 
 async def floor_storm(port: int, n: int, concurrency: int, timeout: float, pid: int) -> StormResult:
@@ -615,6 +626,7 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
                 concurrency=args.concurrency,
                 timeout=args.timeout,
                 server_pid=procs[0].process.pid,
+                ended=lambda: procs[0].count(SESSION_ENDED),
             )
         )
     finally:

@@ -48,7 +48,14 @@ def test_storm_of_subscribes_refuses_and_loses_nothing(lab, redis_url):
     assert port is not None
 
     result = asyncio.run(
-        bench.storm(port, SESSIONS, redis_url=redis_url, concurrency=200, timeout=60)
+        bench.storm(
+            port,
+            SESSIONS,
+            redis_url=redis_url,
+            concurrency=200,
+            timeout=60,
+            ended=lambda: len(server.matching(bench.SESSION_ENDED)),
+        )
     )
     print(result.summary())
 
