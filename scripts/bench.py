@@ -244,6 +244,7 @@ class StormResult:
     setup_seconds: float
     seconds: float
     setup_cpu_ms: float | None = None  # server CPU per session set up
+    end_failed: int = 0  # DELETEs that failed (those sessions stay subscribed)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -258,7 +259,7 @@ class StormResult:
             f"storm {self.n}: setup failed {sum(self.setup_failed.values())}, "
             f"refused {sum(self.refused.values())}, missing notifications "
             f"{self.missing_notifications}, evidence missing {evidence}/"
-            f"{self.evidence_expected}, subscribers left {left}, "
+            f"{self.evidence_expected}, ends failed {self.end_failed}, subscribers left {left}, "
             f"setup {self.sessions_per_second:.0f} sessions/s, total {self.seconds:.1f}s"
         )
         for reason, count in (self.setup_failed + self.refused).most_common(3):
@@ -353,25 +354,32 @@ async def storm(
         lost_setups = n - len(clients)
         result.evidence_expected = len(wanted) + 3 * lost_setups
         result.evidence_missing = await missing_evidence(redis, wanted) + 3 * lost_setups
-    await asyncio.gather(*(c.end() for c in clients))
+    gate = asyncio.Semaphore(concurrency)  # as many new connections at once as in setup
+
+    async def end(client: RawClient) -> bool:
+        async with gate:
+            return await client.end()
+
+    ends = await asyncio.gather(*(end(c) for c in clients))
+    result.end_failed = ends.count(False)
     if redis is not None:
-        result.subscribers_left = await _subscribers_left(redis, ended, len(clients))
+        result.subscribers_left = await _subscribers_left(redis, ended, ends.count(True))
         await redis.aclose()
     result.seconds = time.perf_counter() - started
     return result
 
 
-async def _subscribers_left(
-    redis: Any, ended: Callable[[], int] | None, sessions: int, bound: float = 60.0
-) -> int:
+async def _subscribers_left(redis: Any, ended: Callable[[], int] | None, sessions: int) -> int:
     """SCARD of the subscriber set once the server has ended ``sessions`` sessions
-    (``ended`` counts them, from its log), or after ``bound`` seconds. Without
-    ``ended``: once the set has not changed for 5 s."""
-    deadline = time.monotonic() + bound
+    (``ended`` counts them, from its log), or after a bound (60 s, plus 40 ms a
+    session). Without ``ended``: once the set has not changed for 5 s."""
+    deadline = time.monotonic() + 60 + sessions * 0.04
     size, quiet = await redis.scard(SUBSCRIBERS_KEY), 0
     while time.monotonic() < deadline:
         if ended is not None and ended() >= sessions:
             return int(await redis.scard(SUBSCRIBERS_KEY))
+        if ended is not None and time.monotonic() + 0.25 >= deadline:
+            print(f"  only {ended()} of {sessions} sessions ended within the bound")
         if ended is None and (size == 0 or quiet >= 20):
             return int(size)
         # Session ends run after the DELETE replies; the server's log tells when.

@@ -275,11 +275,14 @@ class RawClient:
         await self._post.close()
         await self._get.close()
 
-    async def end(self) -> None:
-        """DELETE the session, then close."""
+    async def end(self) -> bool:
+        """DELETE the session, then close; whether the server took the DELETE."""
+        ended = False
         if self.session_id:
             try:
-                await self._post.request("DELETE", self.path, self._headers())
+                response = await self._post.request("DELETE", self.path, self._headers())
+                ended = response.status in (200, 204)
             except (OSError, asyncio.IncompleteReadError, HttpError):
                 pass
         await self.close()
+        return ended

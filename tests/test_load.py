@@ -63,6 +63,7 @@ def test_storm_of_subscribes_refuses_and_loses_nothing(lab, redis_url):
     assert not result.refused, result.summary()
     assert result.missing_notifications == 0, result.summary()
     assert result.evidence_missing == 0, result.summary()
+    assert result.end_failed == 0, result.summary()
     assert result.subscribers_left == 0, result.summary()
     assert server.matching(TROUBLE) == []
 
