@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types
@@ -56,6 +56,8 @@ _UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion
 _TOOL_METHODS = ("tools/list", "tools/call")
 # How long start-up waits for the relay before it says "ready" anyway.
 _RELAY_START_SECONDS = 5
+# How long shutdown waits for the Redis clean-ups of sessions that just ended.
+_CLEANUP_SECONDS = 10
 
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
@@ -81,6 +83,8 @@ class Lab:
     relay: Relay
     replica: str
     writer: BatchWriter
+    # Redis clean-ups of ended sessions still running (see clean_up_later).
+    cleanups: set[asyncio.Task[None]] = field(default_factory=set)
 
     def peer(self, ctx: Context, client_info: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context."""
@@ -111,6 +115,33 @@ class Lab:
             await state.remove_subscriber(self.redis, uri, peer.session)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+
+    def clean_up_later(self, peer: Peer, uris: set[str]) -> None:
+        """Drop an ended session's subscriptions and kept events from Redis, in a
+        task of its own (awaited at shutdown), then log the session's end."""
+        task = asyncio.create_task(self._clean_up(peer, uris), name=f"end {peer.session}")
+        self.cleanups.add(task)
+        task.add_done_callback(self.cleanups.discard)
+
+    async def _clean_up(self, peer: Peer, uris: set[str]) -> None:
+        dropped = [u for u in sorted(uris) if not self.registry.subscribers(u, peer.session)]
+        forget_events = peer.transport == "streamable-http" and self.settings.resumable
+
+        def add(pipe: Any) -> int:
+            for uri in dropped:
+                pipe.srem(contract.subscribers_key(uri), peer.session)
+            if forget_events:
+                eventstore.forget_session_in(pipe, peer.session)
+            return len(dropped) + int(forget_events)
+
+        if dropped or forget_events:
+            try:
+                await self.writer.submit(add)
+            except (RedisError, OSError) as exc:
+                logger.warning(
+                    "[lab] could not clean up session %s in Redis: %s", peer.session, exc
+                )
+        event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""
@@ -198,14 +229,9 @@ class EventLogMiddleware(Middleware):
         registry.forget(peer.session)
         if peer.transport != "streamable-http":
             registry.stream_closed(peer.session)
-        for uri in uris:
-            await self._lab.forget_subscription(peer, uri)
-        if peer.transport == "streamable-http" and self._lab.settings.resumable:
-            try:
-                await eventstore.forget_session(self._lab.redis, peer.session)
-            except (RedisError, OSError) as exc:
-                logger.warning("[lab] could not drop kept events of %s: %s", peer.session, exc)
-        event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+        # The SDK gives this callback 5 s and then abandons it; in a burst of session
+        # ends the Redis clean-up waits its turn longer than that, so it runs apart.
+        self._lab.clean_up_later(peer, uris)
 
 
 def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
@@ -240,6 +266,8 @@ def build_lab(settings: LabSettings) -> tuple[FastMCP, Lab]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await lab.relay.close()
+            if lab.cleanups:  # ended sessions' Redis clean-ups, bounded
+                await asyncio.wait(set(lab.cleanups), timeout=_CLEANUP_SECONDS)
             await writer.close()  # flushes what is queued
             if not await recorder.save_lost():
                 logger.warning(

@@ -97,9 +97,10 @@ async def events_after(
     return stream, events
 
 
-async def forget_session(redis: Redis, session: str) -> None:
-    """Drop what is kept for an ended session: its events and its owner."""
-    await redis.delete(contract.resume_key(session), contract.session_owner_key(session))
+def forget_session_in(pipe: Any, session: str) -> None:
+    """Drop what is kept for an ended session (its events and its owner): a command
+    added to ``pipe``."""
+    pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
 
 
 class RedisEventStore(EventStore):
