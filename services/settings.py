@@ -260,6 +260,19 @@ class LabSettings(BaseSettings):
     reconnect_backoff_max_seconds: float = Field(
         5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )
+    redis_max_connections: int = Field(
+        100, ge=1, description="Redis connections the server opens at most (one shared pool)."
+    )
+    redis_pool_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="How long a Redis command waits for a free connection before it fails.",
+    )
+    write_queue_max: int = Field(
+        10_000,
+        ge=100,
+        description="Evidence and resume writes queued for the batch writer (callers wait beyond).",
+    )
 
     redis_url: RedisUrl = Field(
         DEFAULT_REDIS_URL,

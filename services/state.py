@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
@@ -80,23 +80,43 @@ return versions
 """.replace("MAX_VERSION_DIGITS", str(MAX_VERSION_DIGITS))
 
 
+# Connections one client may open, and how long a command waits for one when all
+# are busy (then it fails with "No connection available."). The server passes its
+# settings (MCP_TEST_REDIS_MAX_CONNECTIONS, MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS).
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_POOL_TIMEOUT_SECONDS = 20.0
+
+
 def connect(
-    url: str, socket_timeout: float | None = 10, decode: bool = True, reconnect: bool = True
+    url: str,
+    socket_timeout: float | None = 10,
+    decode: bool = True,
+    reconnect: bool = True,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    pool_timeout: float = DEFAULT_POOL_TIMEOUT_SECONDS,
 ) -> Redis:
     """A client for ``url`` with bounded connect and reply times (``socket_timeout=None``
     for a connection that blocks on pub/sub). Replies are str, or bytes with
     ``decode=False`` for reading what anyone may have written (a payload that is not
     UTF-8 must be one bad message, not an error inside the client). ``reconnect=False``
     for pub/sub: redis-py would otherwise resubscribe behind the relay's back, and the
-    relay must know of every gap to reconcile after it."""
-    return Redis.from_url(
+    relay must know of every gap to reconcile after it.
+
+    The client's pool holds at most ``max_connections``; when all are in use a
+    command waits up to ``pool_timeout`` seconds for one (redis-py's default pool
+    fails at once with "Too many connections", which refused a burst of clients)."""
+    pool = BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=pool_timeout,
         decode_responses=decode,
         socket_connect_timeout=5,
         socket_timeout=socket_timeout,
         health_check_interval=15,
         retry=_reconnect_retry() if reconnect else None,
     )
+    return Redis.from_pool(pool)
 
 
 def _reconnect_retry() -> Retry:

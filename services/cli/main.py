@@ -144,7 +144,7 @@ async def _reset(settings: LabSettings) -> int:
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
     from services.evidence import reader, report, scoring
-    from services.evidence.recorder import now_ms
+    from services.evidence.recorder import lost_in_range, now_ms
 
     redis = state.connect(settings.redis_url)
     try:
@@ -157,16 +157,17 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
         else:
             run_id, first, last = await reader.run_bounds(redis, args.run)
         events = await reader.read_events(redis, first, last)
+        missing = await lost_in_range(redis, first, last)
     finally:
         await redis.aclose()
     clients = scoring.score_clients(events, runs)
     if args.format == "json":
-        data = report.to_json(run_id, clients, now_ms(), since_ms=since_ms)
+        data = report.to_json(run_id, clients, now_ms(), missing, since_ms=since_ms)
         print(json.dumps(data, indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(run_id, clients, since_ms=since_ms), end="")
+        print(report.to_markdown(run_id, clients, missing, since_ms=since_ms), end="")
     else:
-        print(report.to_table(run_id, clients, since_ms=since_ms))
+        print(report.to_table(run_id, clients, missing, since_ms=since_ms))
     return 0
 
 

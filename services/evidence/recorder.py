@@ -2,8 +2,15 @@
 
 The record is the stream ``mcp:events`` (bounded, shared by all server replicas).
 Observation runs are delimited by entries of ``mcp:runs``: a run covers the
-events from its start to the next run's start. Recording never fails a request;
-while Redis is unreachable the lost events are counted and logged.
+events from its start to the next run's start. Recording never fails a request.
+
+Events are written through the server's :class:`~services.writer.BatchWriter`
+(one pipeline per batch, a bounded queue), so a burst of requests waits for
+its turn instead of failing for want of a Redis connection. An event that still
+cannot be written (Redis down) is counted and logged, and as soon as Redis takes
+writes again the count is added to ``mcp:events:lost`` (an entry per gap:
+``count``, ``first_ms``, ``last_ms``), so the report can say how many events its
+run is missing instead of silently scoring fewer.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract
+from services import contract, state
 from services.server.peers import Peer
+from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.evidence")
 
@@ -33,6 +41,9 @@ LONG_LIVED = frozenset({"subscriptions/listen"})
 # The event of a session the server ended (see ``Recorder.ended``).
 SESSION_END = "session/end"
 _READ_PAGE = 1000
+# Events that could not be recorded: one entry per gap (count, first_ms, last_ms).
+LOST_STREAM = "mcp:events:lost"
+_LOST_MAX_ENTRIES = 10_000
 
 # What a handler learnt while serving the current message (the resource version
 # it read), picked up by the recording middleware when the handler returns.
@@ -51,24 +62,30 @@ def now_ms() -> int:
 
 
 class Recorder:
-    """Writes events to Redis."""
+    """Writes events to Redis (through ``writer`` when given: batched)."""
 
-    def __init__(self, redis: Redis, max_events: int) -> None:
+    def __init__(self, redis: Redis, max_events: int, writer: BatchWriter | None = None) -> None:
         self._redis = redis
         self._max_events = max_events
+        self._writer = writer or BatchWriter(redis)
         self.lost = 0
+        # Lost events not yet counted in LOST_STREAM: how many, and when.
+        self._unsaved = 0
+        self._unsaved_first_ms = 0
+        self._unsaved_last_ms = 0
 
     async def record(self, event: contract.Event) -> None:
         """Add one event; on a Redis error count it as lost and log it (never raises)."""
+        fields = event.fields()
+
+        def add(pipe: Any) -> int:
+            pipe.xadd(contract.EVENTS_STREAM, fields, maxlen=self._max_events, approximate=True)
+            return 1
+
         try:
-            await self._redis.xadd(
-                contract.EVENTS_STREAM,
-                event.fields(),  # type: ignore[arg-type]
-                maxlen=self._max_events,
-                approximate=True,
-            )
+            await self._writer.submit(add)
         except (RedisError, OSError) as exc:
-            self.lost += 1
+            self._count_lost(event)
             logger.warning(
                 "[evidence] event not recorded (%s); %d lost so far: %s %s session=%s",
                 exc,
@@ -77,6 +94,49 @@ class Recorder:
                 event.method,
                 event.session,
             )
+            return
+        if self._unsaved:
+            await self.save_lost()
+
+    def _count_lost(self, event: contract.Event) -> None:
+        self.lost += 1
+        if not self._unsaved:
+            self._unsaved_first_ms = event.ts_ms
+        self._unsaved += 1
+        self._unsaved_first_ms = min(self._unsaved_first_ms, event.ts_ms)
+        self._unsaved_last_ms = max(self._unsaved_last_ms, event.ts_ms)
+
+    @property
+    def unsaved_lost(self) -> int:
+        """Lost events not yet counted in Redis (Redis has not taken a write since)."""
+        return self._unsaved
+
+    async def save_lost(self) -> bool:
+        """Add the count of lost events to ``LOST_STREAM``; True when nothing is left
+        unsaved. Called after each recorded event, and on shutdown."""
+        count, first, last = self._unsaved, self._unsaved_first_ms, self._unsaved_last_ms
+        if not count:
+            return True
+        self._unsaved = 0  # a concurrent record() must not save the same gap twice
+        entry = {"count": count, "first_ms": first, "last_ms": last}
+        try:
+            await self._redis.xadd(LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
+        except (RedisError, OSError) as exc:
+            self._unsaved += count
+            self._unsaved_first_ms = min(self._unsaved_first_ms or first, first)
+            self._unsaved_last_ms = max(self._unsaved_last_ms, last)
+            logger.warning(
+                "[evidence] could not save the count of %d lost event(s): %s", count, exc
+            )
+            return False
+        logger.warning(
+            "[evidence] %d event(s) between %d and %d ms were not recorded; counted in %s",
+            count,
+            first,
+            last,
+            LOST_STREAM,
+        )
+        return True
 
     async def sent(
         self, peer: Peer, method: str, uri: str | None, version: int | None, delivered: bool
@@ -187,3 +247,26 @@ def _event(
         error=error,
         resumed=resumed,
     )
+
+
+async def lost_in_range(redis: Redis, first: str, last: str) -> int:
+    """How many events were lost between two ``mcp:events`` ids, as
+    :func:`services.evidence.reader.run_bounds` gives them (``-``, ``+``, ``(id``)."""
+    start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
+    end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
+    return await lost_between(redis, start, end)
+
+
+async def lost_between(redis: Redis, start_ms: int | None, end_ms: int | None) -> int:
+    """How many events recorded as lost (``LOST_STREAM``) fell between two times
+    (None: unbounded). Entries anyone else wrote there are skipped."""
+    total = 0
+    for _, fields in await state.read_raw(redis, "XRANGE", LOST_STREAM, "-", "+"):
+        try:
+            count = int(fields[b"count"])
+            first, last = int(fields[b"first_ms"]), int(fields[b"last_ms"])
+        except (KeyError, ValueError, TypeError):
+            continue
+        if (start_ms is None or last >= start_ms) and (end_ms is None or first < end_ms):
+            total += max(count, 0)
+    return total

@@ -90,17 +90,27 @@ def _session_json(score: SessionScore) -> dict[str, Any]:
     }
 
 
+def missing_note(missing: int) -> str:
+    """What the report says when events of its run could not be recorded."""
+    return (
+        f"{missing} event(s) of this run could not be recorded (Redis unavailable): "
+        "levels may be lower than what the clients did"
+    )
+
+
 def to_json(
     run_id: str | None,
     clients: list[ClientScore],
     generated_ms: int,
+    missing: int = 0,
     *,
     since_ms: int | None = None,
 ) -> dict[str, Any]:
     """The report as plain data (what ``--format json`` and ``/api/report`` give).
 
     A report of a run has ``run`` (its id and start); one made with ``--since``
-    has ``since`` instead (and ``run`` null)."""
+    has ``since`` instead (and ``run`` null). ``missing``: events of the window
+    that could not be recorded."""
     return {
         "run": None
         if since_ms is not None
@@ -108,6 +118,7 @@ def to_json(
         "since": iso(since_ms),
         "window": window(run_id, since_ms),
         "generated": iso(generated_ms),
+        "missing_events": missing,
         **levels_json(),
         "clients": [
             {
@@ -124,9 +135,13 @@ def to_json(
     }
 
 
-def to_table(run_id: str | None, clients: list[ClientScore], *, since_ms: int | None = None) -> str:
+def to_table(
+    run_id: str | None, clients: list[ClientScore], missing: int = 0, *, since_ms: int | None = None
+) -> str:
     """A terminal table: one row per client (its best session), then its sessions."""
     lines = [f"{window(run_id, since_ms)}, {len(clients)} client(s)", ""]
+    if missing:
+        lines[-1:] = [f"note: {missing_note(missing)}", ""]
     if not clients:
         lines.append("no client has connected in this window")
         return "\n".join(lines)
@@ -171,10 +186,12 @@ def _yes(ms: int | None, detail: str = "") -> str:
 
 
 def to_markdown(
-    run_id: str | None, clients: list[ClientScore], *, since_ms: int | None = None
+    run_id: str | None, clients: list[ClientScore], missing: int = 0, *, since_ms: int | None = None
 ) -> str:
     """Compatibility notes, one block per client, filled in from the evidence."""
     blocks = [f"<!-- mcp-subscribe-lab {window(run_id, since_ms)} -->"]
+    if missing:
+        blocks.append(f"> Note: {missing_note(missing)}.")
     for client in clients:
         best = client.best
         marks = best.checkpoints

@@ -45,6 +45,7 @@ from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_r
 from services.server.sessions import SessionRegistry, Subscriber
 from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
+from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.server")
 
@@ -57,6 +58,8 @@ _UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion
 _TOOL_METHODS = ("tools/list", "tools/call")
 # How long start-up waits for the relay before it says "ready" anyway.
 _RELAY_START_SECONDS = 5
+# How long shutdown waits for the Redis clean-ups of sessions that just ended.
+_CLEANUP_SECONDS = 10
 
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
@@ -88,7 +91,10 @@ class Lab:
     relay: Relay
     replica: str
     catalog: Catalog
+    writer: BatchWriter
     http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
+    # Redis clean-ups of ended sessions still running (see clean_up_later).
+    cleanups: set[asyncio.Task[None]] = field(default_factory=set)
 
     def peer(self, ctx: Context, init: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context (``init``: the params of
@@ -147,6 +153,45 @@ class Lab:
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
 
+    def clean_up_later(self, peer: Peer, uris: set[str], *, idle: bool = False) -> None:
+        """Drop an ended session's subscriptions and kept events from Redis, in a
+        task of its own (awaited at shutdown), then log (and, when the server ended
+        it for idleness, record) the session's end."""
+        task = asyncio.create_task(self._clean_up(peer, uris, idle), name=f"end {peer.session}")
+        self.cleanups.add(task)
+        task.add_done_callback(self.cleanups.discard)
+
+    async def _clean_up(self, peer: Peer, uris: set[str], idle: bool) -> None:
+        dropped = [u for u in sorted(uris) if not self.registry.subscribers(u, peer.session)]
+        disown = bool(dropped) and not any(
+            s.peer.session == peer.session for s in self.registry.all_subscribers()
+        )
+        forget_events = peer.on_streamable_http and self.settings.resumable
+
+        def add(pipe: Any) -> int:
+            for uri in dropped:
+                pipe.srem(contract.subscribers_key(uri), peer.session)
+            if disown:
+                pipe.srem(contract.replica_sessions_key(self.replica), peer.session)
+            if forget_events:
+                eventstore.forget_session_in(pipe, peer.session)
+            return len(dropped) + int(disown) + int(forget_events)
+
+        if dropped or forget_events:
+            try:
+                await self.writer.submit(add)
+            except (RedisError, OSError) as exc:
+                logger.warning(
+                    "[lab] could not clean up session %s in Redis: %s", peer.session, exc
+                )
+        if idle:
+            # The client left its session open (no DELETE); the server closed it.
+            seconds = self.settings.session_idle_seconds
+            event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
+            await self.recorder.ended(peer, contract.REASON_IDLE)
+        else:
+            event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""
         return RedisEventStore(
@@ -156,6 +201,7 @@ class Lab:
             max_events=self.settings.resume_max_events,
             ttl_seconds=self.settings.resume_ttl_seconds,
             on_replayed=self.replayed,
+            writer=self.writer,
         )
 
     async def replayed(self, session: str, message: Any) -> None:
@@ -229,29 +275,24 @@ class EventLogMiddleware(Middleware):
         registry = self._lab.registry
         uris = registry.drop(peer.session)
         registry.forget(peer.session)
-        for uri in uris:
-            await self._lab.forget_subscription(peer, uri)
-        if peer.on_streamable_http and self._lab.settings.resumable:
-            try:
-                await eventstore.forget_session(self._lab.redis, peer.session)
-            except (RedisError, OSError) as exc:
-                logger.warning("[lab] could not drop kept events of %s: %s", peer.session, exc)
-        if idle:
-            # The client left its session open (no DELETE); the server closed it.
-            seconds = self._lab.settings.session_idle_seconds
-            event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
-            await self._lab.recorder.ended(peer, contract.REASON_IDLE)
-        else:
-            event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+        # The SDK gives this callback 5 s and then abandons it; in a burst of session
+        # ends the Redis clean-up waits its turn longer than that, so it runs apart.
+        self._lab.clean_up_later(peer, uris, idle=idle)
 
 
 def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FastMCP, Lab]:
     """The FastMCP server of the lab, serving ``catalog``, and the state its handlers share."""
-    redis = state.connect(settings.redis_url)
+    redis = state.connect(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        pool_timeout=settings.redis_pool_timeout_seconds,
+    )
     registry = SessionRegistry()
-    recorder = Recorder(redis, settings.events_max)
+    # One task writes evidence and resume events in batches (see services.writer).
+    writer = BatchWriter(redis, max_queue=settings.write_queue_max)
+    recorder = Recorder(redis, settings.events_max, writer)
     relay = Relay(settings, redis, registry, recorder, catalog)
-    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog)
+    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer)
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -259,6 +300,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             await state.ensure_job_group(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
+        writer.start()
         tasks = [
             asyncio.create_task(lab.relay.run(), name="relay"),
             asyncio.create_task(
@@ -276,6 +318,14 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await lab.relay.close()
+            if lab.cleanups:  # ended sessions' Redis clean-ups, bounded
+                await asyncio.wait(set(lab.cleanups), timeout=_CLEANUP_SECONDS)
+            await writer.close()  # flushes what is queued
+            if not await recorder.save_lost():
+                logger.warning(
+                    "[evidence] %d lost event(s) could not be counted in Redis",
+                    recorder.unsaved_lost,
+                )
             await redis.aclose()
 
     from importlib.metadata import PackageNotFoundError, version

@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 
 from services import sse
 from services.evidence import reader, report, scoring
-from services.evidence.recorder import Recorder, now_ms
+from services.evidence.recorder import Recorder, lost_in_range, now_ms
 from services.server.mcp_adapter import HttpSessions
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
@@ -36,15 +36,24 @@ _BLOCK_MS = 5_000  # below the Redis client socket timeout
 _RETRY_SECONDS = 2.0
 
 
-async def current_report(redis: Redis, run_id: str | None = None) -> dict[str, Any]:
-    """The report of ``run_id`` (the current run when None) as plain data."""
+async def current_report(
+    redis: Redis, run_id: str | None = None, recorder: Recorder | None = None
+) -> dict[str, Any]:
+    """The report of ``run_id`` (the current run when None) as plain data. Its
+    ``missing_events`` adds the events this server lost and could not count in
+    Redis yet (``recorder``) to those counted there."""
     run, first, last = await reader.run_bounds(redis, run_id)
     events = await reader.read_events(redis, first, last)
     clients = scoring.score_clients(events)
-    return report.to_json(run, clients, now_ms())
+    missing = await lost_in_range(redis, first, last)
+    if recorder is not None and last == "+":
+        missing += recorder.unsaved_lost
+    return report.to_json(run, clients, now_ms(), missing)
 
 
-async def _report_stream(redis: Redis, request: Request, block_ms: int) -> AsyncIterator[bytes]:
+async def _report_stream(
+    redis: Redis, request: Request, recorder: Recorder, block_ms: int
+) -> AsyncIterator[bytes]:
     last_id = "$"
     sent_first = False
     yield sse.frame(retry_ms=1000)  # the browser reconnects a second after a lost stream
@@ -52,14 +61,14 @@ async def _report_stream(redis: Redis, request: Request, block_ms: int) -> Async
         try:
             if not sent_first:
                 last_id = await reader.last_event_id(redis)
-                yield _sse(await current_report(redis))
+                yield _sse(await current_report(redis, recorder=recorder))
                 sent_first = True
             newest = await reader.wait_for_events(redis, last_id, block_ms)
             if newest is None:
                 yield sse.frame(comment="keepalive")
                 continue
             last_id = newest
-            yield _sse(await current_report(redis))
+            yield _sse(await current_report(redis, recorder=recorder))
         except (RedisError, OSError) as exc:
             logger.warning("[dashboard] redis unavailable (%s); retrying", exc)
             yield sse.frame(comment="redis unavailable")
@@ -90,14 +99,14 @@ def add_routes(
     @server.custom_route("/api/report", methods=["GET"])
     async def api_report(_: Request) -> Response:
         try:
-            return JSONResponse(await current_report(redis))
+            return JSONResponse(await current_report(redis, recorder=recorder))
         except (RedisError, OSError) as exc:
             return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
 
     @server.custom_route("/api/stream", methods=["GET"])
     async def api_stream(request: Request) -> Response:
         return StreamingResponse(
-            _report_stream(redis, request, block_ms),
+            _report_stream(redis, request, recorder, block_ms),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )

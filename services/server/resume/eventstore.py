@@ -9,6 +9,9 @@ sent. The event id a client sees is the Redis entry id.
 
 Storing never raises: the SDK stores before it sends, so a Redis error here must
 not stop the notification (it only cannot be replayed later, and says so).
+Stores go through the server's :class:`~services.writer.BatchWriter`: a burst of
+events shares pipelines instead of needing a connection each, and each store
+still waits for its own entry id, which the SDK sends with the event.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp.server.streamable_http import (
     GET_STREAM_KEY,
@@ -32,11 +36,13 @@ from redis.exceptions import RedisError
 
 from services import contract
 from services.server.resume.get_streams import report_resumed_stream
+from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.resume")
 
-# Longest a store or a replay waits for Redis; a notification is sent only after
-# it has been stored, so this bounds what a hung Redis can add to its latency.
+# Longest a replay waits for Redis. A store is bounded by the batch writer instead
+# (services.writer.BATCH_TIMEOUT_SECONDS): a notification is sent only after it
+# has been stored, so that bounds what a hung Redis can add to its latency.
 REDIS_TIMEOUT_SECONDS = 2.0
 
 _messages: TypeAdapter[JSONRPCMessage] = TypeAdapter(JSONRPCMessage)
@@ -92,9 +98,10 @@ async def events_after(
     return stream, events
 
 
-async def forget_session(redis: Redis, session: str) -> None:
-    """Drop what is kept for an ended session: its events and its owner."""
-    await redis.delete(contract.resume_key(session), contract.session_owner_key(session))
+def forget_session_in(pipe: Any, session: str) -> None:
+    """Drop what is kept for an ended session (its events and its owner): a command
+    added to ``pipe``."""
+    pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
 
 
 class RedisEventStore(EventStore):
@@ -109,8 +116,10 @@ class RedisEventStore(EventStore):
         max_events: int,
         ttl_seconds: int,
         on_replayed: OnReplayed,
+        writer: BatchWriter | None = None,
     ) -> None:
         self._redis = redis
+        self._writer = writer or BatchWriter(redis)
         self._session = session
         self._replica = replica
         self._max_events = max_events
@@ -124,13 +133,18 @@ class RedisEventStore(EventStore):
             contract.RESUME_STREAM_FIELD: str(stream_id),
             contract.RESUME_MESSAGE_FIELD: encode(message),
         }
+        owner = contract.session_owner_key(self._session)
+
+        def add(pipe: Any) -> int:
+            pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)
+            pipe.expire(key, self._ttl)
+            pipe.set(owner, self._replica, ex=self._ttl)
+            return 3
+
         try:
-            async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
-                pipe = self._redis.pipeline(transaction=True)
-                pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(key, self._ttl)
-                pipe.set(contract.session_owner_key(self._session), self._replica, ex=self._ttl)
-                entry_id, *_ = await pipe.execute()
+            # No timeout of its own: in a burst the store waits its turn in the
+            # writer's queue, and the writer bounds each round trip to Redis.
+            entry_id, *_ = await self._writer.submit(add)
         except (RedisError, OSError, TimeoutError) as exc:
             logger.warning(
                 "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
