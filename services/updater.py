@@ -59,8 +59,8 @@ class _Pending(TypedDict):
 
 # XCLAIM: an entry deleted from the stream while pending comes back as None parts.
 _Claimed = list[tuple[bytes | None, _RawFields | None]]
-# XREADGROUP: a [stream, entries] pair per stream, or None when the block timed out.
-_NewJobs = list[tuple[bytes, list[tuple[bytes, _RawFields]]]] | None
+# XREADGROUP: a [stream, entries] pair per stream; empty when the block timed out.
+_NewJobs = list[tuple[bytes, list[tuple[bytes, _RawFields]]]]
 
 _BLOCK_MS = 2000
 _RETRY_SECONDS = 1.0
