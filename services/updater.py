@@ -25,6 +25,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -35,9 +36,31 @@ from services.logs import setup_logging
 from services.reconnect import keep_running, stop_if_cancelled
 from services.settings import LabSettings
 
+if TYPE_CHECKING:
+    from redis.typing import StreamIdT
+
 logger = logging.getLogger("mcp_lab.updater")
 
 _RawFields = dict[bytes, bytes]
+
+# The replies of the job client (``decode=False``, RESP2) as they really are;
+# redis-py types them loosely (bytes or str or int, or RESP3's shapes), so each
+# is cast once where it enters, to one of these.
+
+
+class _Pending(TypedDict):
+    """One entry of an XPENDING range."""
+
+    message_id: bytes
+    consumer: bytes
+    time_since_delivered: int
+    times_delivered: int
+
+
+# XCLAIM: an entry deleted from the stream while pending comes back as None parts.
+_Claimed = list[tuple[bytes | None, _RawFields | None]]
+# XREADGROUP: a [stream, entries] pair per stream; empty when the block timed out.
+_NewJobs = list[tuple[bytes, list[tuple[bytes, _RawFields]]]]
 
 _BLOCK_MS = 2000
 _RETRY_SECONDS = 1.0
@@ -141,11 +164,14 @@ class Updater:
         The heartbeat holds this process's name: finding another one there after
         the first beat means a second updater runs under the same consumer name.
         """
-        previous = await self._jobs_redis.set(  # bytes: whatever anyone wrote there
-            contract.updater_heartbeat_key(self._consumer),
-            self._beater,
-            ex=self._settings.updater_heartbeat_seconds,
-            get=True,
+        previous = cast(
+            bytes | None,  # the previous value: bytes, whatever anyone wrote there
+            await self._jobs_redis.set(
+                contract.updater_heartbeat_key(self._consumer),
+                self._beater,
+                ex=self._settings.updater_heartbeat_seconds,
+                get=True,
+            ),
         )
         if self._beaten and previous not in (None, self._beater) and not self._twin_seen:
             self._twin_seen = True
@@ -174,7 +200,9 @@ class Updater:
         Jobs of live updaters, this one's included, stay where they are."""
         self._next_take_over = time.monotonic() + self._settings.take_over_every_seconds
         summary = await self._jobs_redis.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)
-        holders = [c["name"] for c in summary["consumers"] if c["name"] != self._consumer.encode()]
+        holders: list[bytes] = [
+            c["name"] for c in summary["consumers"] if c["name"] != self._consumer.encode()
+        ]
         budget = _TAKE_OVER_BATCH
         dead = 0
         for holder in holders:
@@ -202,17 +230,22 @@ class Updater:
         """Move up to ``limit`` pending jobs of ``consumer`` (ids past ``after``) to this
         updater and schedule them, due when they always were (entry time + delay).
         Returns how many were pending, and where the next page starts."""
-        pending = await self._jobs_redis.xpending_range(
-            contract.JOBS_STREAM,
-            contract.JOBS_GROUP,
-            min=after,
-            max="+",
-            count=limit,
-            consumername=consumer,
+        pending = cast(
+            list[_Pending],
+            await self._jobs_redis.xpending_range(
+                contract.JOBS_STREAM,
+                contract.JOBS_GROUP,
+                min=after,
+                max="+",
+                count=limit,
+                consumername=consumer,
+            ),
         )
         if not pending:
             return 0, after
-        ids = [p["message_id"] for p in pending if p["message_id"].decode() not in self._scheduled]
+        ids: list[StreamIdT] = [
+            p["message_id"] for p in pending if p["message_id"].decode() not in self._scheduled
+        ]
         # A job another updater claimed since XPENDING has been idle for less than
         # anything seen here, so XCLAIM leaves it with that updater.
         min_idle = min(p["time_since_delivered"] for p in pending)
@@ -228,9 +261,12 @@ class Updater:
             self._schedule(entry_id, fields, recovered=True)
         return len(pending), f"({pending[-1]['message_id'].decode()}"
 
-    async def _xclaim(self, min_idle: int, ids: list[bytes]) -> list[tuple[str, _RawFields]]:
-        reply = await self._jobs_redis.xclaim(
-            contract.JOBS_STREAM, contract.JOBS_GROUP, self._consumer, min_idle, ids
+    async def _xclaim(self, min_idle: int, ids: list[StreamIdT]) -> list[tuple[str, _RawFields]]:
+        reply = cast(
+            _Claimed,
+            await self._jobs_redis.xclaim(
+                contract.JOBS_STREAM, contract.JOBS_GROUP, self._consumer, min_idle, ids
+            ),
         )
         # An entry deleted from the stream while pending comes back empty: no job left.
         return [(i.decode(), fields) for i, fields in reply if i is not None and fields is not None]
@@ -241,12 +277,15 @@ class Updater:
             await self._beat()
             if time.monotonic() >= self._next_take_over:
                 await self._take_over_stranded()
-            reply = await self._jobs_redis.xreadgroup(
-                contract.JOBS_GROUP,
-                self._consumer,
-                {contract.JOBS_STREAM: ">"},
-                count=100,
-                block=self._block_ms,
+            reply = cast(
+                _NewJobs,
+                await self._jobs_redis.xreadgroup(
+                    contract.JOBS_GROUP,
+                    self._consumer,
+                    {contract.JOBS_STREAM: ">"},
+                    count=100,
+                    block=self._block_ms,
+                ),
             )
             for _stream, entries in reply or []:
                 for entry_id, fields in entries:

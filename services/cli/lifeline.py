@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 PARENT_PID_ENV = "MCP_LAB_UP_PID"
 _PR_SET_PDEATHSIG = 1
@@ -35,10 +34,10 @@ def _load_prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-    return prctl  # type: ignore[no-any-return]
+    return prctl
 
 
 _PRCTL = _load_prctl()

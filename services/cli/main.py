@@ -9,8 +9,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -253,9 +255,9 @@ def _cmd_healthcheck(args: argparse.Namespace) -> int:
     return _with_redis(_healthcheck(settings, args.process), settings.redis_url)
 
 
-def _with_redis(coro: object, url: str) -> int:
+def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
     try:
-        return int(asyncio.run(coro))  # type: ignore[arg-type]
+        return asyncio.run(coro)
     except (RedisError, OSError) as exc:
         print(f"mcp-lab: cannot reach Redis at {url}: {exc}", file=sys.stderr)
         return 1

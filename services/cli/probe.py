@@ -147,7 +147,7 @@ class Probe:
                 transport,
                 mode="legacy" if self.transport == "sse" else MODES[self.protocol],
                 client_info=CLIENT,
-                message_handler=self.on_message,  # type: ignore[arg-type]
+                message_handler=self.on_message,
             )
             try:
                 await stack.enter_async_context(client)

@@ -186,7 +186,8 @@ def responses_events(reply: Reply, model: str) -> list[tuple[str | None, Any]]:
     item_id = _new_id("item")
     if reply.tool:
         arguments = json.dumps(reply.arguments)
-        item = {
+        # Both branches build a JSON object with mixed value types.
+        item: dict[str, Any] = {
             "type": "function_call",
             "id": item_id,
             "call_id": _new_id("call"),
@@ -208,7 +209,7 @@ def responses_events(reply: Reply, model: str) -> list[tuple[str | None, Any]]:
             output_index=0,
             arguments=arguments,
         )
-        done = {**item, "arguments": arguments, "status": "completed"}
+        done: dict[str, Any] = {**item, "arguments": arguments, "status": "completed"}
     else:
         text = reply.text or ""
         item = {

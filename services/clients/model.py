@@ -151,7 +151,9 @@ def pick_tool(names: list[str]) -> tuple[str, str] | None:
     return (tool, VIA_SERVER_TOOL) if tool is not None else None
 
 
-UpdateHook = Callable[[], Awaitable[None]]
+# Called with no arguments; what it returns (the runner's publish_update returns the
+# updater's log line) is not used.
+UpdateHook = Callable[[], Awaitable[object]]
 
 
 class ScriptedModel:
@@ -169,7 +171,7 @@ class ScriptedModel:
         self.record = ModelRecord()
         self._on_first_result = on_first_result
         self._update_timeout = update_timeout
-        self._update: asyncio.Task[None] | None = None
+        self._update: asyncio.Task[object] | None = None
 
     async def decide(self, api: str, turn: Turn) -> Reply:
         """The next reply for ``turn`` (see the module docstring)."""

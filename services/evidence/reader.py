@@ -7,6 +7,7 @@ entries of ``mcp:runs`` (see :mod:`services.evidence.recorder` for the writing s
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -19,8 +20,8 @@ _READ_PAGE = 1000
 
 async def start_run(redis: Redis) -> str:
     """Begin a new observation run; returns its id."""
-    run_id: str = await redis.xadd(contract.RUNS_STREAM, {"reason": "reset"})
-    return run_id
+    # The entry id: str, as ``redis`` decodes replies (``state.connect``).
+    return cast(str, await redis.xadd(contract.RUNS_STREAM, {"reason": "reset"}))
 
 
 async def run_bounds(redis: Redis, run_id: str | None) -> tuple[str, str, str]:

@@ -26,6 +26,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from contextvars import ContextVar
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -116,6 +117,12 @@ async def disown_subscriber(redis: Redis, replica: str, session: str) -> None:
     await redis.srem(contract.replica_sessions_key(replica), session)
 
 
+async def _members(redis: Redis, key: str) -> set[str]:
+    """The members of the set ``key``. The server's client decodes replies
+    (``state.connect``), so they are str; redis-py types them as bytes or str."""
+    return cast(set[str], await redis.smembers(key))
+
+
 async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -> int:
     """Drop the subscribers of every replica whose heartbeat is gone; how many.
 
@@ -127,12 +134,12 @@ async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
         owner = contract.replica_of_sessions_key(key)
         if owner == replica or await redis.exists(contract.replica_heartbeat_key(owner)):
-            live.update(await redis.smembers(key))
+            live.update(await _members(redis, key))
         else:
             dead.append((owner, key))
     dropped = 0
     for owner, key in dead:
-        stale = sorted(set(await redis.smembers(key)) - live)
+        stale = sorted(await _members(redis, key) - live)
         pipe = redis.pipeline(transaction=True)
         if stale:
             for uri in uris:
@@ -159,10 +166,10 @@ async def report_unowned(redis: Redis, uris: Iterable[str]) -> list[str]:
     older kind may still hold them."""
     owned: set[str] = set()
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
-        owned.update(await redis.smembers(key))
+        owned.update(await _members(redis, key))
     unowned: set[str] = set()
     for uri in uris:
-        unowned.update(set(await redis.smembers(contract.subscribers_key(uri))) - owned)
+        unowned.update(await _members(redis, contract.subscribers_key(uri)) - owned)
     found = sorted(unowned)
     if found:
         shown = ", ".join(found[:5]) + (f" ...({len(found)})" if len(found) > 5 else "")

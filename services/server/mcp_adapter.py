@@ -35,6 +35,7 @@ from fastmcp.server.http import StreamableHTTPASGIApp
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import EventStore
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import BaseModel
 from starlette.applications import Starlette
 
@@ -90,6 +91,7 @@ def hide_capabilities(server: FastMCP, names: Iterable[str]) -> None:
     def get_capabilities(*args: Any, **kwargs: Any) -> Any:
         return derive(*args, **kwargs).model_copy(update=hidden)
 
+    # mypy refuses assigning to a method; wrapping it is the point here.
     low.get_capabilities = get_capabilities  # type: ignore[method-assign]
 
 
@@ -144,17 +146,13 @@ def bind_session_event_stores(
     the version the session negotiated, once ``initialize`` has been handled
     (before that, from the version ``initialize`` asks for, as the SDK does).
     """
-    endpoint = next(
-        route.endpoint
-        for route in app.router.routes
-        if isinstance(getattr(route, "endpoint", None), StreamableHTTPASGIApp)
-    )
+    endpoint = _streamable_endpoint(app)
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
         async with inner(starlette) as state:
-            manager = endpoint.session_manager
+            manager = _session_manager(endpoint)
             admit = manager._admit_session
 
             def admit_with_store(requestor: Any) -> Any:
@@ -165,6 +163,7 @@ def bind_session_event_stores(
                     _prime_by_session(transport, lambda: protocol_of(session_id))
                 return transport
 
+            # mypy refuses assigning to a method; replacing it is the point here.
             manager._admit_session = admit_with_store  # type: ignore[method-assign]
             yield state
 
@@ -196,7 +195,7 @@ class HttpSessions:
     """
 
     def __init__(self) -> None:
-        self._manager: Any = None
+        self._manager: StreamableHTTPSessionManager | None = None
 
     def open(self) -> int:
         """Sessions open now (0 before the app has started)."""
@@ -219,7 +218,7 @@ class HttpSessions:
         @asynccontextmanager
         async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
             async with inner(starlette) as state:
-                manager = endpoint.session_manager
+                manager = _session_manager(endpoint)
                 manager.max_sessions = max_sessions
                 admit = manager._admit_session
 
@@ -229,6 +228,7 @@ class HttpSessions:
                         on_refused(len(manager._server_instances))
                     return transport
 
+                # mypy refuses assigning to a method; replacing it is the point here.
                 manager._admit_session = admit_or_refuse  # type: ignore[method-assign]
                 self._manager = manager
                 try:
@@ -241,8 +241,13 @@ class HttpSessions:
 
 def _streamable_endpoint(app: Starlette) -> StreamableHTTPASGIApp:
     """The Streamable HTTP endpoint among ``app``'s routes."""
-    return next(
-        route.endpoint
-        for route in app.router.routes
-        if isinstance(getattr(route, "endpoint", None), StreamableHTTPASGIApp)
-    )
+    endpoints = (getattr(route, "endpoint", None) for route in app.router.routes)
+    return next(e for e in endpoints if isinstance(e, StreamableHTTPASGIApp))
+
+
+def _session_manager(endpoint: StreamableHTTPASGIApp) -> StreamableHTTPSessionManager:
+    """The endpoint's session manager, which FastMCP creates with the app."""
+    manager = endpoint.session_manager
+    if manager is None:
+        raise RuntimeError("the Streamable HTTP endpoint has no session manager")
+    return manager

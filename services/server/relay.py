@@ -176,7 +176,7 @@ class Relay:
         return True
 
     async def _notify(self, target: Subscriber, message: contract.UpdateMessage) -> None:
-        version = message.version
+        version: int | str | None = message.version
         if version is None:
             version = await self._current_version(target, message.uri)
         event("resource/update", f"uri={message.uri} version={version}", target.peer)

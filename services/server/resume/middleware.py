@@ -23,8 +23,10 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any, cast
 
 from mcp.server.streamable_http import GET_STREAM_KEY
+from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,6 +50,10 @@ _SESSION_HEADER = b"mcp-session-id"
 _LAST_EVENT_HEADER = b"last-event-id"
 # How long one blocking read of a tailed stream waits before the owner is checked again.
 _TAIL_BLOCK_MS = 2000
+
+# An XREAD reply of the server's client (decoded, RESP2): a [key, entries] pair per
+# stream read, empty when the block timed out.
+_Batches = list[tuple[str, list[tuple[str, dict[str, str]]]]]
 
 
 def new_replica_id() -> str:
@@ -73,7 +79,8 @@ async def heartbeat(
 
 async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> bool:
     """Whether another live replica holds ``session``."""
-    owner = await redis.get(contract.session_owner_key(session))
+    # The owner's replica id: str, as the server's client decodes replies.
+    owner = cast(str | None, await redis.get(contract.session_owner_key(session)))
     if not owner or owner == replica:
         return False
     return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
@@ -161,7 +168,8 @@ class ResumeMiddleware:
                 session,
                 last_event_id[:64],
             )
-            stream, missed, cursor = GET_STREAM_KEY, [], "$"
+            missed: list[tuple[str, JSONRPCMessage]] = []
+            stream, cursor = GET_STREAM_KEY, "$"
         else:
             stream, missed = found
             cursor = missed[-1][0] if missed else last_event_id
@@ -200,16 +208,20 @@ class ResumeMiddleware:
             with contextlib.suppress(Exception):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    async def _read(self, key: str, cursor: str) -> _Batches:
+        """The entries of ``key`` past ``cursor``, waiting up to ``block_ms`` for some."""
+        reply = await self._redis.xread({key: cursor}, block=self._block_ms, count=100)
+        return cast(_Batches, reply)
+
     async def _follow(
         self, session: str, stream: str, cursor: str, send: Send, watcher: asyncio.Future[None]
     ) -> None:
         """Write each new event of ``stream`` until the client leaves or the session ends."""
         key = contract.resume_key(session)
         while not watcher.done():
-            reading = asyncio.ensure_future(
-                self._redis.xread({key: cursor}, block=self._block_ms, count=100)
-            )
-            await asyncio.wait({reading, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            reading = asyncio.ensure_future(self._read(key, cursor))
+            racing: set[asyncio.Future[Any]] = {reading, watcher}  # results differ in type
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             if watcher.done():
                 reading.cancel()
                 return
