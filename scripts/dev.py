@@ -82,6 +82,10 @@ def main(argv: list[str]) -> int:
     if lint != 0:
         print("dev: ruff found problems (see above)", file=sys.stderr)
         return lint
+    types = _run([str(BIN / "mypy")])  # what it checks: [tool.mypy] in pyproject.toml
+    if types != 0:
+        print("dev: mypy found problems (see above)", file=sys.stderr)
+        return types
     args, env = _pytest_args(argv[1:])
     return _run([str(BIN / "python"), "-m", "pytest", *args], env)
 

@@ -55,6 +55,7 @@ _PROCESS_MODULES = {
     "test_cli",
     "test_faults",
     "test_fault_matrix",
+    "test_load",
     "test_probe",
     "test_settings",
     "test_transports",

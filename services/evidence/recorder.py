@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import mcp_types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -118,9 +118,9 @@ class Recorder:
         if not count:
             return True
         self._unsaved = 0  # a concurrent record() must not save the same gap twice
-        entry = {"count": count, "first_ms": first, "last_ms": last}
+        entry: dict[Any, Any] = {"count": count, "first_ms": first, "last_ms": last}
         try:
-            await self._redis.xadd(LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
+            await self._redis.xadd(LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True)
         except (RedisError, OSError) as exc:
             self._unsaved += count
             self._unsaved_first_ms = min(self._unsaved_first_ms or first, first)
@@ -162,7 +162,7 @@ class Recorder:
 
     def middleware(
         self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]
-    ) -> Callable[[ServerRequestContext[Any], CallNext], Any]:
+    ) -> ServerMiddleware[Any]:
         """A low-level server middleware recording every inbound message."""
 
         async def record_inbound(

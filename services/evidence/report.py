@@ -14,7 +14,9 @@ from services.evidence.scoring import (
     SessionScore,
 )
 
-_CHECKPOINT_TITLES = {lv.checkpoint: lv.title for lv in LEVELS if lv.checkpoint is not None}
+_CHECKPOINT_TITLES: dict[str, str] = {
+    lv.checkpoint: lv.title or lv.name for lv in LEVELS if lv.checkpoint is not None
+}
 
 
 def levels_json() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.streamable_http import (
     GET_STREAM_KEY,
@@ -83,11 +83,17 @@ async def events_after(
     if not contract.is_event_id(last_event_id):
         return None
     key = contract.resume_key(session)
-    first = await redis.xrange(key, min=last_event_id, max=last_event_id, count=1)
+    # The server's client decodes replies: entries are (id, {field: value}) of str.
+    first = cast(
+        list[tuple[str, dict[str, str]]],
+        await redis.xrange(key, min=last_event_id, max=last_event_id, count=1),
+    )
     if not first:
         return None
     stream = first[0][1].get(contract.RESUME_STREAM_FIELD, "")
-    later = await redis.xrange(key, min=f"({last_event_id}", max="+")
+    later = cast(
+        list[tuple[str, dict[str, str]]], await redis.xrange(key, min=f"({last_event_id}", max="+")
+    )
     events: list[tuple[EventId, JSONRPCMessage]] = []
     for entry_id, fields in later:
         if fields.get(contract.RESUME_STREAM_FIELD) != stream:
