@@ -56,6 +56,8 @@ RESOURCE_NOT_FOUND = -32002
 # the initialize result advertises only what the lab really does.
 _UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion/complete")
 _TOOL_METHODS = ("tools/list", "tools/call")
+# How long shutdown waits for the background tasks to stop once cancelled.
+_STOP_SECONDS = 5
 # How long start-up waits for the relay before it says "ready" anyway.
 _RELAY_START_SECONDS = 5
 # How long shutdown waits for the Redis clean-ups of sessions that just ended.
@@ -316,7 +318,11 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            _, stuck = await asyncio.wait(tasks, timeout=_STOP_SECONDS)
+            for task in stuck:  # never expected: each loop checks for its cancellation
+                logger.error(
+                    "[lab] task %s did not stop within %ss", task.get_name(), _STOP_SECONDS
+                )
             await lab.relay.close()
             if lab.cleanups:  # ended sessions' Redis clean-ups, bounded
                 await asyncio.wait(set(lab.cleanups), timeout=_CLEANUP_SECONDS)

@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract
+from services.reconnect import stop_if_cancelled
 
 logger = logging.getLogger("mcp_lab")
 
@@ -194,6 +195,7 @@ async def sweep_forever(
         # UnicodeDecodeError: a member someone wrote into a set by hand.
         logger.warning("[lab] stale subscriber check failed (%s)", exc)
     while True:
+        stop_if_cancelled()  # a Redis send may have swallowed the cancellation
         await asyncio.sleep(every)
         try:
             await sweep_dead_replicas(redis, replica, uris)
