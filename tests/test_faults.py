@@ -35,14 +35,14 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
         unhealthy = await healthcheck(env, "server")
         assert unhealthy.returncode == 1
         assert "unhealthy" in unhealthy.stderr
-        assert await healthcheck(env, "updater").returncode == 1
+        assert (await healthcheck(env, "updater")).returncode == 1
         assert "Traceback" not in "\n".join(server.lines + updater.lines)
 
         redis = start_redis(redis_port)
         await server.await_line(r"\[relay\] subscribed", timeout=20)
         await updater.await_line(r"\[updater\] ready", timeout=20)
-        assert await healthcheck(env, "server").returncode == 0
-        assert await healthcheck(env, "updater").returncode == 0
+        assert (await healthcheck(env, "server")).returncode == 0
+        assert (await healthcheck(env, "updater")).returncode == 0
 
         async with connect(f"http://127.0.0.1:{http_port}/mcp", "patient") as client:
             await client.session.subscribe_resource(STATUS_URI)
