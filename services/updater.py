@@ -9,7 +9,8 @@ consumers whose heartbeat expired (never those of a live updater), and at start
 also those left under its own name. A job taken over keeps its due time (entry
 time + delay). Applying a job is one Redis script that acknowledges it, bumps the
 versions and publishes; only the first acknowledgement applies, so no job is
-applied twice, even if two updaters hold it.
+applied twice, even if two updaters hold it. In burst mode (``mcp-lab updater
+--burst``) it applies every job there is, each when due, and returns once idle.
 
 Jobs are read as bytes (the Redis client does not decode them) and checked here:
 an entry over ``contract.MAX_MESSAGE_BYTES``, with a field that is not UTF-8, or
@@ -116,13 +117,15 @@ class Updater:
         )
         self.applied = 0
 
-    async def run(self) -> None:
-        """Work until cancelled, reconnecting after any error (Redis or not).
+    async def run(self, *, burst: bool = False) -> None:
+        """Work until cancelled, reconnecting after any error (Redis or not). With
+        ``burst``, work until idle instead (see :meth:`_burst`) and return; a Redis
+        error then ends it, raised.
 
         Cancelling it also cancels the jobs it scheduled: they stay pending, as after
         a crash, until an updater takes them over."""
         try:
-            await self._run()
+            await (self._burst() if burst else self._run())
         finally:
             scheduled = list(self._scheduled.values())
             for task in scheduled:
@@ -153,6 +156,33 @@ class Updater:
         )
         connected()
         await self._read_new_jobs()
+
+    async def _burst(self) -> None:
+        """Take every job there is (this name's leftovers, those of updaters without
+        heartbeat, every new one), wait until each is applied when due, then look
+        again; return once a look finds nothing and nothing is scheduled."""
+        await state.ensure_job_group(self._redis)
+        await self._beat()
+        await self._take_over_own_leftovers()
+        await self._take_over_stranded()
+        logger.info("[updater] burst: applying the jobs in stream=%s", contract.JOBS_STREAM)
+        while True:
+            await self._beat()
+            reply = cast(
+                _NewJobs,
+                await self._jobs_redis.xreadgroup(
+                    contract.JOBS_GROUP, self._consumer, {contract.JOBS_STREAM: ">"}, count=100
+                ),
+            )
+            for _stream, entries in reply or []:
+                for entry_id, fields in entries:
+                    self._schedule(entry_id.decode(), fields, recovered=False)
+            if not self._scheduled:
+                break
+            while self._scheduled:  # the heartbeat is kept while jobs wait out their delay
+                await asyncio.wait(list(self._scheduled.values()), timeout=self._block_ms / 1000)
+                await self._beat()
+        logger.info("[updater] burst done: %d job(s) applied", self.applied)
 
     async def close(self) -> None:
         """Release the updater's own Redis connection (the one that reads jobs)."""
@@ -382,21 +412,25 @@ class Updater:
         await pipe.execute()
 
 
-async def run_updater(settings: LabSettings) -> None:
-    """Run one updater until cancelled."""
+async def run_updater(settings: LabSettings, *, burst: bool = False) -> None:
+    """Run one updater until cancelled (with ``burst``: until idle)."""
     redis = state.connect(settings.redis_url)
     updater = Updater(settings, redis)
     try:
-        await updater.run()
+        await updater.run(burst=burst)
     finally:
         await updater.close()
         await redis.aclose()
 
 
-def main(settings: LabSettings) -> None:
-    """Entry point of ``mcp-lab updater``."""
+def main(settings: LabSettings, *, burst: bool = False) -> int:
+    """Entry point of ``mcp-lab updater [--burst]``; the exit code."""
     setup_logging(settings.log_level)
     try:
-        asyncio.run(run_updater(settings))
+        asyncio.run(run_updater(settings, burst=burst))
     except KeyboardInterrupt:
         pass
+    except (RedisError, OSError) as exc:  # only a burst ends on an error
+        logger.error("[updater] burst stopped: redis unavailable (%s)", exc)
+        return 1
+    return 0

@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -51,8 +51,8 @@ class FaultCase:
         return sum(client.updated.count(STATUS_URI) for client in self.clients)
 
 
-@contextmanager
-def fault_case(fault: str, stage: str, expected: int) -> Iterator[FaultCase]:
+@asynccontextmanager
+async def fault_case(fault: str, stage: str, expected: int) -> AsyncIterator[FaultCase]:
     """Run a test's body as one fault case, and record its outcome, passed or not."""
     case = FaultCase(fault, stage, expected)
     try:
@@ -110,6 +110,13 @@ class Rig:
         env = lab_env(self.redis.url, **self.settings)
         self.updater = self._start("updater", "updater", env, UPDATER_READY)
         return self.updater
+
+    # The starts above block until the process is ready; async tests use these.
+    async def astart_server(self) -> LabProcess:
+        return await anyio.to_thread.run_sync(self.start_server)
+
+    async def astart_updater(self) -> LabProcess:
+        return await anyio.to_thread.run_sync(self.start_updater)
 
     def _start(self, name: str, command: str, env: dict[str, str], ready: str) -> LabProcess:
         """Like ``tests.lab.start_server``, but the process is ours to stop even when
@@ -189,11 +196,12 @@ class Rig:
             self.redis.stop()
 
 
-@contextmanager
-def rig(delay: str) -> Iterator[Rig]:
-    """A :class:`Rig` that is torn down whatever happens."""
+@asynccontextmanager
+async def rig(delay: str) -> AsyncIterator[Rig]:
+    """A :class:`Rig` that is torn down whatever happens (started and stopped in a
+    worker thread: the waits block)."""
     try:
-        lab = Rig(delay)
+        lab = await anyio.to_thread.run_sync(Rig, delay)
     except RedisNotFound as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and no redis-server: {exc}")
@@ -204,7 +212,7 @@ def rig(delay: str) -> Iterator[Rig]:
         lab.show_logs()
         raise
     finally:
-        lab.close()
+        await anyio.to_thread.run_sync(lab.close)
 
 
 @contextmanager

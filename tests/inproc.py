@@ -340,6 +340,16 @@ class InProcUpdater(LogLines):
         )
         await self.await_line(r"\[updater\] ready", timeout=START_SECONDS)
 
+    async def burst(self, timeout: float) -> None:
+        """Run it in burst mode to its end: every job in the stream applied, when due."""
+        self._task = asyncio.get_running_loop().create_task(
+            self.updater.run(burst=True), context=_in_context(self)
+        )
+        done, _ = await asyncio.wait([self._task], timeout=timeout)
+        if not done:
+            raise AssertionError(f"{self.name}: burst not done within {timeout}s")
+        self._task.result()
+
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
@@ -379,6 +389,15 @@ class InProcLab:
         updater = InProcUpdater(lab_settings_, name)
         self._updaters.append(updater)
         await updater.start()
+        return updater
+
+    async def apply_all(self, timeout: float = 30.0, **settings: str) -> InProcUpdater:
+        """Apply every job in the stream now, each when due: an updater in burst mode
+        (``Updater.run(burst=True)``), run to its end (bounded by ``timeout``)."""
+        lab_settings_ = lab_settings(self.redis_url, **settings)
+        updater = InProcUpdater(lab_settings_, f"updater:{lab_settings_.updater_consumer}:burst")
+        self._updaters.append(updater)
+        await updater.burst(timeout)
         return updater
 
     async def aclose(self) -> None:

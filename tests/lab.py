@@ -5,6 +5,7 @@ Every wait here is on an event (a log line, a notification) and has a bound.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -51,6 +52,17 @@ def _not_in_a_quick_run(what: str) -> None:
     pytest.skip(reason)
 
 
+def refuse_on_event_loop(call: str, instead: str) -> None:
+    """Raise if an event loop runs in this thread: a blocking wait there stalls every
+    task on it (an in-process server, the test's own clients) for as long as it waits.
+    In a worker thread (``anyio.to_thread``) no loop runs, and the wait is fine."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{call} blocks, and an event loop runs in this thread: use {instead}")
+
+
 class LabProcess:
     """A lab process (``mcp-lab server`` or ``updater``) with its output captured."""
 
@@ -91,7 +103,9 @@ class LabProcess:
             return len(self._lines)
 
     def wait_for(self, pattern: str, timeout: float = 15.0, since: int = 0) -> str:
-        """Block until a line (from index ``since``) matches the regex ``pattern``."""
+        """Block until a line (from index ``since``) matches the regex ``pattern``.
+        Refused on an event loop: there, ``await`` :meth:`await_line`."""
+        refuse_on_event_loop("LabProcess.wait_for", "await proc.await_line(...)")
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -149,7 +163,8 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 
 def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run one ``mcp-lab`` command to completion (bounded) with ``env``.
-    Blocking: in an async test use :func:`amcp_lab`."""
+    Blocking: in an async test use :func:`amcp_lab` (this one refuses to run there)."""
+    refuse_on_event_loop("mcp_lab", "await amcp_lab(...)")
     _not_in_a_quick_run(f"mcp-lab {' '.join(args[:1])}")
     return subprocess.run(
         [sys.executable, "-m", "services", *args],
@@ -168,7 +183,9 @@ async def amcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProce
 
 
 def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
-    """Start ``mcp-lab server`` and wait until it serves and its relay listens."""
+    """Start ``mcp-lab server`` and wait until it serves and its relay listens
+    (blocking: in an async test, ``await lab.aserver(...)``)."""
+    refuse_on_event_loop("start_server", "await lab.aserver(...)")
     env = lab_env(redis_url, port=str(port), **settings)
     proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services", "server"], env)
     proc.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
@@ -176,7 +193,9 @@ def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
 
 
 def start_updater(redis_url: str, **settings: str) -> LabProcess:
-    """Start ``mcp-lab updater`` and wait until it reads jobs."""
+    """Start ``mcp-lab updater`` and wait until it reads jobs (blocking: in an async
+    test, ``await lab.aupdater(...)``)."""
+    refuse_on_event_loop("start_updater", "await lab.aupdater(...)")
     env = lab_env(redis_url, **settings)
     proc = LabProcess("updater", [sys.executable, "-m", "services", "updater"], env)
     proc.wait_for(r"\[updater\] ready", timeout=30)

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 from services import contract
@@ -113,7 +114,9 @@ async def test_full_flow_and_a_manual_publish_through_the_stack(stack) -> None:
         await client.wait_updated(1, timeout=DELAY + BOUND)
         assert version_of(await client.read_text()) == 2
 
-        receivers = redis_cli(compose, "publish", "mcp:resources:updated", STATUS_URI)
+        receivers = await anyio.to_thread.run_sync(
+            lambda: redis_cli(compose, "publish", "mcp:resources:updated", STATUS_URI)
+        )
         assert receivers == "1"
         await client.wait_updated(2, timeout=BOUND)
     logs, _ = compose.get_logs("server")
@@ -126,26 +129,29 @@ async def test_updater_restarted_during_the_delay_still_delivers_once(stack) -> 
     async with connect(url, "restart-client") as client:
         await client.session.subscribe_resource(STATUS_URI)
         # The updater has taken the job (it is pending in the group) and waits out the delay.
-        wait_until(
-            lambda: (
-                redis_cli(
-                    compose, "XPENDING", contract.JOBS_STREAM, contract.JOBS_GROUP
-                ).splitlines()[0:1]
-                == ["1"]
-            ),
-            timeout=10,
-            what="the updater to take the job",
+        await anyio.to_thread.run_sync(
+            lambda: wait_until(
+                lambda: (
+                    redis_cli(
+                        compose, "XPENDING", contract.JOBS_STREAM, contract.JOBS_GROUP
+                    ).splitlines()[0:1]
+                    == ["1"]
+                ),
+                timeout=10,
+                what="the updater to take the job",
+            )
         )
-        project = ["docker", "compose", "-f", "docker-compose.yml"]
-        subprocess.run([*project, "kill", "updater"], cwd=ROOT, check=True, timeout=60)
-        subprocess.run([*project, "start", "updater"], cwd=ROOT, check=True, timeout=60)
+        await anyio.to_thread.run_sync(lambda: compose_cli("kill", "updater"))
+        await anyio.to_thread.run_sync(lambda: compose_cli("start", "updater"))
 
         await client.wait_updated(1, timeout=DELAY + BOUND)
         assert version_of(await client.read_text()) == 2
-        wait_until(
-            lambda: redis_cli(compose, "XLEN", contract.JOBS_STREAM) == "0",
-            timeout=10,
-            what="the job to leave the stream",
+        await anyio.to_thread.run_sync(
+            lambda: wait_until(
+                lambda: redis_cli(compose, "XLEN", contract.JOBS_STREAM) == "0",
+                timeout=10,
+                what="the job to leave the stream",
+            )
         )
         await client.session.send_ping()
         assert client.updated == [STATUS_URI]
@@ -175,8 +181,9 @@ def health(compose: DockerCompose, service: str) -> str:
     return compose.get_container(service).Health or "none"
 
 
-async def test_stack_reports_a_redis_outage_and_recovers_without_restarts(stack) -> None:
-    compose, url = stack
+def redis_outage_and_recovery(compose: DockerCompose) -> None:
+    """Stop Redis until server and updater report unhealthy, start it, and see both
+    healthy again with no container restarted (blocking: docker commands, polls)."""
     before = {s: restarts(compose, s) for s in ("server", "updater")}
     compose_cli("stop", "redis")
     try:
@@ -208,6 +215,11 @@ async def test_stack_reports_a_redis_outage_and_recovers_without_restarts(stack)
     assert "[relay] redis unavailable" in logs
     assert "[updater] redis unavailable" in logs
     assert "Traceback" not in logs
+
+
+async def test_stack_reports_a_redis_outage_and_recovers_without_restarts(stack) -> None:
+    compose, url = stack
+    await anyio.to_thread.run_sync(lambda: redis_outage_and_recovery(compose))
 
     async with connect(url, "after-outage") as client:
         await client.session.subscribe_resource(STATUS_URI)

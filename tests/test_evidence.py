@@ -11,7 +11,7 @@ import redis
 
 from services import contract, state
 from services.evidence import reader
-from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab
+from tests.lab import STATUS_URI, RawSession, amcp_lab, connect, lab_env
 
 pytestmark = pytest.mark.anyio
 
@@ -19,14 +19,14 @@ DELAY = "0.5"
 BOUND = 10.0
 
 
-def report(redis_url: str, *args: str) -> str:
-    result = mcp_lab(lab_env(redis_url), "report", *args)
+async def report(redis_url: str, *args: str) -> str:
+    result = await amcp_lab(lab_env(redis_url), "report", *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def reset(redis_url: str) -> None:
-    result = mcp_lab(lab_env(redis_url), "reset")
+async def reset(redis_url: str) -> None:
+    result = await amcp_lab(lab_env(redis_url), "reset")
     assert result.returncode == 0, result.stderr
 
 
@@ -37,8 +37,8 @@ def client_entry(data: dict, name: str) -> dict:
 
 
 async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     async with connect(url, "full-flow") as client:
         await client.session.list_resources()
         await client.read_text()
@@ -50,7 +50,7 @@ async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> 
         await client.read_text()
     await server.await_line(r"\[session/end\] .*client=reader/")
 
-    data = json.loads(report(redis_url, "--format", "json"))
+    data = json.loads(await report(redis_url, "--format", "json"))
     full = client_entry(data, "full-flow")
     assert (full["level"], full["level_name"]) == (6, "re-read")
     checkpoints = full["sessions"][0]["checkpoints"]
@@ -71,7 +71,7 @@ async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> 
     assert (reader["level"], reader["level_name"]) == (3, "read initial")
     assert any("never subscribed" in note for note in reader["notes"])
 
-    markdown = report(redis_url, "--format", "markdown")
+    markdown = await report(redis_url, "--format", "markdown")
     assert "## full-flow 1.0\n" in markdown and "## reader 1.0\n" in markdown
     full_block = markdown.split("## full-flow 1.0\n")[1].split("\n## ")[0]
     for line in (
@@ -84,13 +84,13 @@ async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> 
         "- Notes: level 6 (re-read)",
     ):
         assert line in full_block, full_block
-    table = report(redis_url)
+    table = await report(redis_url)
     assert "full-flow/1.0" in table and "6 re-read" in table and "3 read initial" in table
 
 
 async def test_notification_without_a_get_stream_is_recorded_as_dropped(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     raw = RawSession(url, "no-get-stream")
     try:
         await raw.initialize()
@@ -103,14 +103,14 @@ async def test_notification_without_a_get_stream_is_recorded_as_dropped(lab, red
         assert "version: 2" in reply["result"]["contents"][0]["text"]
     finally:
         await raw.close()
-    entry = client_entry(json.loads(report(redis_url, "--format", "json")), "no-get-stream")
+    entry = client_entry(json.loads(await report(redis_url, "--format", "json")), "no-get-stream")
     assert entry["level"] == 4
     assert entry["sessions"][0]["dropped_notifications"] == 1
     assert any("dropped" in note for note in entry["notes"])
 
 
 async def test_every_inbound_message_is_recorded_with_its_error(lab, redis_url) -> None:
-    _, url = lab.server()
+    _, url = await lab.aserver()
     raw = RawSession(url, "odd-client")
     try:
         await raw.initialize()
@@ -120,7 +120,7 @@ async def test_every_inbound_message_is_recorded_with_its_error(lab, redis_url) 
         assert missing["error"]["code"] == -32002
     finally:
         await raw.close()
-    entry = client_entry(json.loads(report(redis_url, "--format", "json")), "odd-client")
+    entry = client_entry(json.loads(await report(redis_url, "--format", "json")), "odd-client")
     events = [(e["method"], e["error"]) for e in entry["sessions"][0]["events"]]
     assert events == [
         ("initialize", None),
@@ -132,25 +132,29 @@ async def test_every_inbound_message_is_recorded_with_its_error(lab, redis_url) 
 
 
 async def test_reset_starts_a_new_run_and_old_runs_stay_readable(lab, redis_url) -> None:
-    _, url = lab.server()
+    _, url = await lab.aserver()
     async with connect(url, "before-reset") as client:
         await client.read_text()
-    reset(redis_url)
+    await reset(redis_url)
     async with connect(url, "after-reset") as client:
         await client.session.list_resources()
-    data = json.loads(report(redis_url, "--format", "json"))
+    data = json.loads(await report(redis_url, "--format", "json"))
     assert [c["client"] for c in data["clients"]] == ["after-reset"]
     assert data["run"]["id"] != "0-0" and data["run"]["started"]
-    everything = json.loads(report(redis_url, "--format", "json", "--run", "0-0"))
+    everything = json.loads(await report(redis_url, "--format", "json", "--run", "0-0"))
     assert [c["client"] for c in everything["clients"]] == ["before-reset"]
-    recent = json.loads(report(redis_url, "--format", "json", "--since", "1h"))
+    recent = json.loads(await report(redis_url, "--format", "json", "--since", "1h"))
     assert {c["client"] for c in recent["clients"]} == {"before-reset", "after-reset"}
     # each header says what it covers: the run, everything before a reset, or the --since window
     assert recent["run"] is None and recent["since"].endswith("Z")
-    assert report(redis_url).startswith(f"run {data['run']['id']}, started 20")
-    assert report(redis_url, "--run", "0-0").startswith("run 0-0, from the first event recorded")
-    assert report(redis_url, "--since", "1h").startswith(f"events since {recent['since'][:10]} ")
-    since_md = report(redis_url, "--since", "1h", "--format", "markdown")
+    assert (await report(redis_url)).startswith(f"run {data['run']['id']}, started 20")
+    assert (await report(redis_url, "--run", "0-0")).startswith(
+        "run 0-0, from the first event recorded"
+    )
+    assert (await report(redis_url, "--since", "1h")).startswith(
+        f"events since {recent['since'][:10]} "
+    )
+    since_md = await report(redis_url, "--since", "1h", "--format", "markdown")
     assert since_md.startswith("<!-- mcp-subscribe-lab events since ") and "0-0" not in since_md
 
 
@@ -178,7 +182,7 @@ def write_garbage(redis_url: str) -> None:
 
 
 async def test_garbage_in_the_record_is_left_out_of_report_and_dashboard(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     async with connect(url, "before-garbage") as client:
         await client.read_text()
     write_garbage(redis_url)
@@ -188,7 +192,7 @@ async def test_garbage_in_the_record_is_left_out_of_report_and_dashboard(lab, re
 
     # The garbage run start began a run: the garbage events are in the one before.
     for fmt in ("json", "markdown", "table"):
-        result = mcp_lab(lab_env(redis_url), "report", "--format", fmt, "--run", "0-0")
+        result = await amcp_lab(lab_env(redis_url), "report", "--format", fmt, "--run", "0-0")
         assert result.returncode == 0, result.stderr
         assert "before-garbage" in result.stdout and "after-garbage" not in result.stdout
         which, warning = result.stderr.strip().split("\n")
@@ -197,7 +201,7 @@ async def test_garbage_in_the_record_is_left_out_of_report_and_dashboard(lab, re
             f"[evidence] left out {len(GARBAGE_EVENTS)} malformed entries of mcp:events; first "
         ), warning
         assert "field 'ts' is not UTF-8" in warning and len(warning) < 800, warning
-    result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
+    result = await amcp_lab(lab_env(redis_url), "report", "--format", "json")
     assert result.returncode == 0 and "left out" not in result.stderr, result.stderr
     assert [c["client"] for c in json.loads(result.stdout)["clients"]] == ["after-garbage"]
 

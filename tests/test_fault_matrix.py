@@ -30,7 +30,7 @@ def redis_fault(sig: int) -> str:
 
 @pytest.mark.parametrize("sig", SIGNALS)
 async def test_redis_restart_after_read_before_subscribe(sig: int) -> None:
-    with (
+    async with (
         fault_case(redis_fault(sig), "after read of v1, before subscribe", 1) as case,
         rig(delay="0.5") as lab,
     ):
@@ -49,7 +49,7 @@ async def test_redis_restart_after_read_before_subscribe(sig: int) -> None:
 
 @pytest.mark.parametrize("sig", SIGNALS)
 async def test_redis_restart_during_the_update_delay(sig: int) -> None:
-    with (
+    async with (
         fault_case(redis_fault(sig), "during the delay (job read, pending)", 1) as case,
         rig(delay="4") as lab,
     ):
@@ -80,7 +80,7 @@ async def test_redis_down_across_the_due_time(sig: int) -> None:
     it as soon as Redis is back, while the relay still waits out its backoff, so
     the publish is heard by no one and only the relay's reconcile can deliver it."""
     stage = "down across the due time (applied while the relay waits to resubscribe)"
-    with fault_case(redis_fault(sig), stage, 1) as case, rig(delay="2") as lab:
+    async with fault_case(redis_fault(sig), stage, 1) as case, rig(delay="2") as lab:
         name = unique("redis-d")
         async with connect(lab.url, name) as client:
             case.track(client)
@@ -114,7 +114,7 @@ async def test_redis_restart_between_publish_and_delivery(sig: int, relay: str) 
         "buffered": "between publish and delivery (message in the frozen relay's socket)",
         "deaf": "between publish and delivery (relay cut off first: publish heard by no one)",
     }[relay]
-    with fault_case(redis_fault(sig), stage, 1) as case, rig(delay="2") as lab:
+    async with fault_case(redis_fault(sig), stage, 1) as case, rig(delay="2") as lab:
         name = unique(f"redis-c-{relay}")
         async with connect(lab.url, name) as client:
             case.track(client)
@@ -148,7 +148,7 @@ UPDATER_KILL = "updater SIGKILL, a new updater started"
 
 
 async def test_updater_killed_before_it_read_the_job() -> None:
-    with (
+    async with (
         fault_case(UPDATER_KILL, "before it read the job (down when queued)", 1) as case,
         rig(delay="0.5") as lab,
     ):
@@ -160,7 +160,7 @@ async def test_updater_killed_before_it_read_the_job() -> None:
             await client.session.send_ping()
             assert client.updated == []
 
-            updater = lab.start_updater()
+            updater = await lab.astart_updater()
             await updater.await_line(r"\[updater\] scheduled job=\S+ .*in=[\d.]+s$", BOUND)
             await client.wait_updated(1, timeout=BOUND)
             assert version_of(await client.read_text()) == 2
@@ -171,7 +171,7 @@ async def test_updater_killed_before_it_read_the_job() -> None:
 
 
 async def test_updater_killed_during_the_delay() -> None:
-    with (
+    async with (
         fault_case(UPDATER_KILL, "during the delay (job read, pending)", 1) as case,
         rig(delay="2") as lab,
     ):
@@ -183,7 +183,7 @@ async def test_updater_killed_during_the_delay() -> None:
             killed.kill()
             assert lab.pending_jobs() == 1
 
-            updater = lab.start_updater()
+            updater = await lab.astart_updater()
             await updater.await_line(r"\[updater\] scheduled job=\S+ .*\(recovered\)", BOUND)
             await client.wait_updated(1, timeout=BOUND)
             assert version_of(await client.read_text()) == 2
@@ -196,7 +196,7 @@ async def test_updater_killed_during_the_delay() -> None:
 
 async def test_updater_killed_right_after_the_apply() -> None:
     """Acknowledge, bump and publish are one Lua script: the kill comes after all three."""
-    with (
+    async with (
         fault_case(UPDATER_KILL, "right after the apply (ack+bump+publish: one script)", 1) as case,
         rig(delay="0.5") as lab,
     ):
@@ -209,7 +209,7 @@ async def test_updater_killed_right_after_the_apply() -> None:
             lab.updater.kill()
             assert (lab.queued_jobs(), lab.pending_jobs()) == (0, 0)
 
-            updater = lab.start_updater()
+            updater = await lab.astart_updater()
             await client.wait_updated(1, timeout=BOUND)
             assert version_of(await client.read_text()) == 2
             await lab.barrier()  # the new updater is past any job it could have redone
@@ -224,7 +224,7 @@ async def test_updater_killed_right_after_the_apply() -> None:
 async def test_server_killed_and_restarted_on_its_port(when: str) -> None:
     """A restart loses the sessions (404, initialize again), never the data in Redis."""
     old_expected = 1 if when == "after the flow" else 0  # the session dies with the server
-    with (
+    async with (
         fault_case("server SIGKILL, restarted on its port", when, old_expected + 1) as case,
         rig(delay="0.5" if when == "after the flow" else "4") as lab,
     ):
@@ -242,7 +242,7 @@ async def test_server_killed_and_restarted_on_its_port(when: str) -> None:
                     await lab.updater.await_line(r"\[updater\] scheduled job=", BOUND, since=mark)
                     assert lab.pending_jobs() == 1, "the job was applied already: stage missed"
                 lab.server.kill()
-                server = lab.start_server()  # the same port
+                server = await lab.astart_server()  # the same port
                 ready = lab.updater.mark()
 
                 raw = RawSession(lab.url)

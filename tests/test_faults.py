@@ -9,13 +9,13 @@ import pytest
 
 from services import contract
 from services.cli.embedded_redis import free_port, start_redis
-from tests.lab import STATUS_URI, LabProcess, connect, lab_env, mcp_lab, version_of
+from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
 
 
-def healthcheck(env: dict[str, str], process: str) -> subprocess.CompletedProcess[str]:
-    return mcp_lab(env, "healthcheck", process)
+async def healthcheck(env: dict[str, str], process: str) -> subprocess.CompletedProcess[str]:
+    return await amcp_lab(env, "healthcheck", process)
 
 
 async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -> None:
@@ -32,17 +32,17 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
         await server.await_line(r"\[relay\] redis unavailable")
         await updater.await_line(r"\[updater\] redis unavailable")
         await server.await_line(r"\[lab\] server ready .*relay=disconnected", timeout=20)
-        unhealthy = healthcheck(env, "server")
+        unhealthy = await healthcheck(env, "server")
         assert unhealthy.returncode == 1
         assert "unhealthy" in unhealthy.stderr
-        assert healthcheck(env, "updater").returncode == 1
+        assert (await healthcheck(env, "updater")).returncode == 1
         assert "Traceback" not in "\n".join(server.lines + updater.lines)
 
         redis = start_redis(redis_port)
         await server.await_line(r"\[relay\] subscribed", timeout=20)
         await updater.await_line(r"\[updater\] ready", timeout=20)
-        assert healthcheck(env, "server").returncode == 0
-        assert healthcheck(env, "updater").returncode == 0
+        assert (await healthcheck(env, "server")).returncode == 0
+        assert (await healthcheck(env, "updater")).returncode == 0
 
         async with connect(f"http://127.0.0.1:{http_port}/mcp", "patient") as client:
             await client.session.subscribe_resource(STATUS_URI)

@@ -14,7 +14,7 @@ import redis
 from services import contract
 from services.contract import Event
 from services.evidence.scoring import score_session
-from tests.lab import STATUS_URI, RawSession, lab_env, mcp_lab, version_of
+from tests.lab import STATUS_URI, RawSession, amcp_lab, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ def session_events(redis_client: redis.Redis, session: str) -> list[dict[str, st
 
 
 async def test_sessions_past_the_cap_get_503_and_earlier_ones_keep_working(lab) -> None:
-    server, url = lab.server(max_sessions="5")
+    server, url = await lab.aserver(max_sessions="5")
     sessions = [await open_session(url, f"capped-{i}") for i in range(5)]
     try:
         mark = server.mark()
@@ -107,7 +107,7 @@ async def test_sessions_past_the_cap_get_503_and_earlier_ones_keep_working(lab) 
 async def test_abandoned_sessions_are_closed_after_the_idle_time(
     lab, redis_client: redis.Redis
 ) -> None:
-    server, url = lab.server(session_idle_seconds="1.5")
+    server, url = await lab.aserver(session_idle_seconds="1.5")
     listening = await open_session(url, "keeps-a-get-stream", subscribe=True)
     async with open_get_stream(url, listening.session_id or "") as _stream:
         abandoned = await open_session(url, "walks-away", subscribe=True)
@@ -143,7 +143,7 @@ async def test_abandoned_sessions_are_closed_after_the_idle_time(
         health = (await http.get(url.removesuffix("/mcp") + "/healthz")).json()
     assert (health["sessions"], health["http_sessions"]) == (0, 0)
 
-    report = mcp_lab(lab_env(lab.redis_url), "report", "--format", "json")
+    report = await amcp_lab(lab_env(lab.redis_url), "report", "--format", "json")
     assert report.returncode == 0, report.stderr
     clients = {c["client"]: c for c in json.loads(report.stdout)["clients"]}
     notes = clients["walks-away"]["sessions"][0]["notes"]
@@ -151,7 +151,7 @@ async def test_abandoned_sessions_are_closed_after_the_idle_time(
 
 
 async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: redis.Redis) -> None:
-    first, first_url = lab.server()
+    first, first_url = await lab.aserver()
     orphan = await open_session(first_url, "orphaned", subscribe=True)
     await orphan.close()
     orphan_id = orphan.session_id or ""
@@ -159,7 +159,7 @@ async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: re
     first.kill()
     redis_client.sadd(SUBSCRIBERS, GHOST)
 
-    second, second_url = lab.server()
+    second, second_url = await lab.aserver()
     await second.await_line(r"\[lab\] 1 subscriber\(s\) .* belong to no replica .*: ghost-of")
     survivor = await open_session(second_url, "survivor", subscribe=True)
     try:

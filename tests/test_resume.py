@@ -98,7 +98,7 @@ def assert_updated(event: SseEvent) -> None:
 
 
 async def test_a_dropped_get_stream_resumes_and_receives_what_it_missed(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="600", retry_ms="1500")
+    server, url = await lab.aserver(update_delay_seconds="600", retry_ms="1500")
     raw = await subscribed_raw(url, "resumer")
     try:
         async with get_stream(url, raw.session_id) as stream:
@@ -126,8 +126,8 @@ async def test_a_dropped_get_stream_resumes_and_receives_what_it_missed(lab, red
 
 
 async def test_another_replica_serves_the_resume_and_follows_the_stream(lab, redis_client) -> None:
-    owner, owner_url = lab.server(update_delay_seconds="600")
-    other, other_url = lab.server(update_delay_seconds="600")
+    owner, owner_url = await lab.aserver(update_delay_seconds="600")
+    other, other_url = await lab.aserver(update_delay_seconds="600")
     raw = await subscribed_raw(owner_url, "wanderer")
     try:
         async with get_stream(owner_url, raw.session_id) as stream:
@@ -214,8 +214,8 @@ class CuttableProxy:
 
 
 async def test_sdk_client_cut_off_mid_run_resumes_and_gets_its_notification(lab) -> None:
-    server, url = lab.server(update_delay_seconds="3")
-    lab.updater()
+    server, url = await lab.aserver(update_delay_seconds="3")
+    await lab.aupdater()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     proxy = CuttableProxy(port)
     proxied = f"http://127.0.0.1:{await proxy.start()}/mcp"
@@ -238,7 +238,7 @@ async def test_sdk_client_cut_off_mid_run_resumes_and_gets_its_notification(lab)
 
 
 async def test_a_last_event_id_no_longer_kept_still_gets_a_live_stream(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="600")
+    server, url = await lab.aserver(update_delay_seconds="600")
     raw = await subscribed_raw(url, "late-resumer")
     try:
         async with get_stream(url, raw.session_id) as stream:
@@ -256,8 +256,8 @@ async def test_a_last_event_id_no_longer_kept_still_gets_a_live_stream(lab, redi
 
 @pytest.mark.timeout(600)  # the first use installs the SDK with npm ci
 async def test_typescript_sdk_client_cut_off_mid_run_resumes(lab, node_client) -> None:
-    server, url = lab.server(update_delay_seconds="3")
-    lab.updater()
+    server, url = await lab.aserver(update_delay_seconds="3")
+    await lab.aupdater()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     proxy = CuttableProxy(port)
     proxied = f"http://127.0.0.1:{await proxy.start()}/mcp"
@@ -294,7 +294,7 @@ async def test_typescript_sdk_client_cut_off_mid_run_resumes(lab, node_client) -
 
 
 async def test_garbage_in_a_resume_stream_is_a_warning_not_a_traceback(lab, redis_client) -> None:
-    server, url = lab.server(update_delay_seconds="600")
+    server, url = await lab.aserver(update_delay_seconds="600")
     raw = await subscribed_raw(url, "garbled")
     try:
         async with get_stream(url, raw.session_id) as stream:

@@ -16,11 +16,12 @@ import time
 import tomllib
 from pathlib import Path
 
+import anyio
 import pytest
 
 from services.cli.embedded_redis import free_port, start_redis
 from services.cli.runtime import Proc, UpRecord, stop_leftovers
-from tests.lab import ROOT, STATUS_URI, LabProcess, connect, lab_env, mcp_lab
+from tests.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +44,11 @@ def start_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> 
     up.wait_for(r"^server +\| .*\[lab\] server ready", timeout=START_SECONDS)
     up.wait_for(r"^updater +\| .*\[updater\] ready", timeout=START_SECONDS)
     return up
+
+
+async def astart_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+    """:func:`start_up` without blocking the event loop."""
+    return await anyio.to_thread.run_sync(lambda: start_up(env, port, redis_port, *options))
 
 
 def record_of(tmp_path: Path) -> UpRecord:
@@ -95,27 +101,31 @@ def readme_run_commands() -> list[str]:
 async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp_path) -> None:
     port, redis_port = free_port(), free_port()
     env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
-    up = start_up(env, port, redis_port)
+    up = await astart_up(env, port, redis_port)
     try:
         assert banner_commands(up) == readme_run_commands()
         used = f"Redis at redis://127.0.0.1:{redis_port}/0 (the running mcp-lab up, pid "
         async with connect(f"http://127.0.0.1:{port}/mcp", "found-client") as client:
             await client.session.subscribe_resource(STATUS_URI)
-            published = mcp_lab(env, "redis-cli", "publish", "mcp:resources:updated", STATUS_URI)
+            published = await amcp_lab(
+                env, "redis-cli", "publish", "mcp:resources:updated", STATUS_URI
+            )
             assert published.returncode == 0, published.stderr
             assert published.stdout.strip() == "1"  # the relay heard it
             assert f"{used}{up.process.pid})" in published.stderr
             assert await client.wait_updated(1) == [STATUS_URI]
 
-        trigger = mcp_lab(env, "trigger")
+        trigger = await amcp_lab(env, "trigger")
         assert trigger.returncode == 0, trigger.stderr
         assert "applied" in trigger.stdout
-        report = mcp_lab(env, "report", "--format", "json")
+        report = await amcp_lab(env, "report", "--format", "json")
         assert report.returncode == 0, report.stderr
         assert used in report.stderr
         assert "found-client" in report.stdout
 
-        second = mcp_lab(env, "up", "--port", str(free_port()), "--redis-port", str(free_port()))
+        second = await amcp_lab(
+            env, "up", "--port", str(free_port()), "--redis-port", str(free_port())
+        )
         assert second.returncode == 2
         assert f"mcp-lab up is already running (pid {up.process.pid})" in second.stderr
     finally:
@@ -128,16 +138,16 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
     port, redis_port = free_port(), free_port()
     env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
     mcp_url = f"http://127.0.0.1:{port}/mcp"
-    up = start_up(env, port, redis_port)
+    up = await astart_up(env, port, redis_port)
     try:
         async with connect(mcp_url, "yesterdays-client") as client:
             await client.read_text()
     finally:
         assert up.stop() == 0
 
-    up = start_up(env, port, redis_port)
+    up = await astart_up(env, port, redis_port)
     try:
-        report = mcp_lab(env, "report", "--format", "json")
+        report = await amcp_lab(env, "report", "--format", "json")
         assert report.returncode == 0, report.stderr
         assert "yesterdays-client" in report.stdout
     finally:
@@ -145,10 +155,10 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
     data_dir = tmp_path / "data" / "mcp-lab" / "redis"
     assert up.matching(rf"data in {re.escape(str(data_dir))}$")
 
-    up = start_up(env, port, redis_port, "--ephemeral")
+    up = await astart_up(env, port, redis_port, "--ephemeral")
     try:
         assert up.matching(r"throwaway data \(--ephemeral\)")
-        report = mcp_lab(env, "report", "--format", "json")
+        report = await amcp_lab(env, "report", "--format", "json")
         assert report.returncode == 0, report.stderr
         assert json.loads(report.stdout)["clients"] == []
     finally:

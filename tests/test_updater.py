@@ -6,13 +6,14 @@ event loop (tests/inproc.py)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import redis
 
 from services import contract, state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
-from tests.lab import STATUS_URI, connect, version_of
+from tests.lab import STATUS_URI, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +58,37 @@ async def test_subscribe_while_no_updater_runs_is_applied_when_one_starts(inproc
         await inproc.updater(update_delay_seconds="0.2")
         assert await client.wait_updated(1, timeout=BOUND) == [STATUS_URI]
         assert version_of(await client.read_text()) == 2
+
+
+async def test_burst_mode_applies_the_queued_jobs_when_due_and_returns(
+    inproc, redis_url, redis_client
+) -> None:
+    redis = state.connect(redis_url)
+    try:
+        await state.ensure_job_group(redis)
+        for target, delay in (("burst-a", 0.3), ("burst-b", 0.6)):
+            await state.enqueue_job(redis, contract.UpdateJob(STATUS_URI, target, delay=delay))
+    finally:
+        await redis.aclose()
+    started = time.monotonic()
+    updater = await inproc.apply_all(timeout=BOUND)  # returns: nothing left to wait for
+    assert time.monotonic() - started >= 0.6 - 0.05  # the later job's delay was waited out
+    assert updater.updater.applied == 2
+    for target in ("burst-a", "burst-b"):
+        assert redis_client.hget(contract.state_key(target, STATUS_URI), "version") == "2"
+    assert redis_client.xlen(contract.JOBS_STREAM) == 0
+    assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 0
+    assert updater.matching(r"\[updater\] burst done: 2 job\(s\) applied")
+
+
+@pytest.mark.process
+async def test_updater_burst_command_applies_the_queued_job_and_exits(redis_url, redis_client):
+    env = lab_env(redis_url, update_delay_seconds="0.2")
+    assert (await amcp_lab(env, "trigger", "--session", "burst-cli", "--no-wait")).returncode == 0
+    result = await amcp_lab(env, "updater", "--burst")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "burst done: 1 job(s) applied" in result.stdout + result.stderr
+    assert redis_client.hget(contract.state_key("burst-cli", STATUS_URI), "version") == "2"
 
 
 async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> None:

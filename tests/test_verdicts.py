@@ -24,7 +24,7 @@ import mcp_types
 import pytest
 from mcp import Client
 
-from tests.lab import STATUS_URI, TS_CLIENT_DIR, lab_env, mcp_lab
+from tests.lab import STATUS_URI, TS_CLIENT_DIR, amcp_lab, lab_env
 
 pytestmark = pytest.mark.anyio
 
@@ -169,14 +169,14 @@ class RawClient:
             yield GetStream(response)
 
 
-def report_json(redis_url: str) -> dict[str, Any]:
-    result = mcp_lab(lab_env(redis_url), "report", "--format", "json")
+async def report_json(redis_url: str) -> dict[str, Any]:
+    result = await amcp_lab(lab_env(redis_url), "report", "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
-def report_text(redis_url: str, fmt: str) -> str:
-    result = mcp_lab(lab_env(redis_url), "report", "--format", fmt)
+async def report_text(redis_url: str, fmt: str) -> str:
+    result = await amcp_lab(lab_env(redis_url), "report", "--format", fmt)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -191,25 +191,25 @@ def client_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 async def test_every_handshake_version_is_logged_and_reported_as_negotiated(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     for protocol in HANDSHAKE_VERSIONS:
         async with RawClient(url, f"speaks-{protocol}", protocol) as raw:
             reply = await raw.initialize()
             assert reply["result"]["protocolVersion"] == protocol
             await raw.request("resources/list")
-        server.wait_for(
+        await server.await_line(
             rf"\[initialize\] client connected .*client=speaks-{protocol}/0\.1 "
             rf"protocol={protocol} "
         )
     assert not server.matching(r"\[initialize\] .*client=speaks-2025-06-18/.* protocol=2025-11-25")
 
-    data = report_json(redis_url)
+    data = await report_json(redis_url)
     for protocol in HANDSHAKE_VERSIONS:
         session = client_entry(data, f"speaks-{protocol}")["sessions"][0]
         assert session["protocol"] == protocol
         assert session["level"] == 2
-    markdown = report_text(redis_url, "markdown")
-    table = report_text(redis_url, "table")
+    markdown = await report_text(redis_url, "markdown")
+    table = await report_text(redis_url, "table")
     for protocol in HANDSHAKE_VERSIONS:
         assert f"## speaks-{protocol} 0.1\n\n- MCP connection: yes, {protocol} over" in markdown
         assert f"({protocol}, streamable-http)" in table
@@ -221,13 +221,15 @@ async def test_every_handshake_version_is_logged_and_reported_as_negotiated(lab,
 
 
 async def test_a_2026_client_is_reported_at_2026_07_28(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     info = mcp_types.Implementation(name="speaks-2026", version="1.0")
     async with Client(url, client_info=info) as client:
         assert client.protocol_version == "2026-07-28"
         await client.list_resources()
-    server.wait_for(r"\[server/discover\] client connected .*client=speaks-2026/1\.0 protocol=2026")
-    session = client_entry(report_json(redis_url), "speaks-2026")["sessions"][0]
+    await server.await_line(
+        r"\[server/discover\] client connected .*client=speaks-2026/1\.0 protocol=2026"
+    )
+    session = client_entry(await report_json(redis_url), "speaks-2026")["sessions"][0]
     assert session["protocol"] == "2026-07-28"
 
 
@@ -253,25 +255,25 @@ async def full_raw_flow(raw: RawClient) -> GetStream:
     ids=["header", "no-header", "header-newer-than-negotiated"],
 )
 async def test_a_2025_06_18_client_never_gets_an_event_without_data(lab, version_header) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "old-sse", "2025-06-18", version_header=version_header) as raw:
         stream = await full_raw_flow(raw)
     assert len(raw.post_events) >= 5
     assert all(e.data for e in raw.post_events), raw.post_events
     assert stream.seen and all(e.data for e in stream.seen), stream.seen
-    server.wait_for(r"\[stream/open\] GET .*client=old-sse/0\.1")
+    await server.await_line(r"\[stream/open\] GET .*client=old-sse/0\.1")
 
 
 async def test_a_2025_11_25_client_still_gets_priming_events(lab) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY, retry_ms="1500")
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY, retry_ms="1500")
+    await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "new-sse", "2025-11-25") as raw:
         stream = await full_raw_flow(raw)
     primings = [e for e in raw.post_events if not e.data]
     assert len(primings) >= 4 and all(e.id and e.retry == 1500 for e in primings)
     assert not stream.seen[0].data and stream.seen[0].retry == 1500
-    server.wait_for(r"\[stream/open\] GET .*client=new-sse/0\.1")
+    await server.await_line(r"\[stream/open\] GET .*client=new-sse/0\.1")
 
 
 @pytest.mark.timeout(600)  # the first use installs the SDKs with npm ci
@@ -305,8 +307,8 @@ def test_typescript_sdk_at_2025_06_18_runs_the_flow_against_the_default_lab(
 async def test_a_get_resuming_a_post_stream_does_not_make_a_notification_delivered(
     lab, redis_url
 ) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "post-resumer", "2025-11-25") as raw:
         await raw.initialize()
         priming = raw.post_events[0]
@@ -320,16 +322,18 @@ async def test_a_get_resuming_a_post_stream_does_not_make_a_notification_deliver
                 r"\[notification/send\] notifications/resources/updated", float(DELAY) + BOUND, mark
             )
             assert "delivered=no" in line
-    server.wait_for(r"\[stream/resume\] GET resumes a POST response stream .*client=post-resumer/")
-    session = client_entry(report_json(redis_url), "post-resumer")["sessions"][0]
+    await server.await_line(
+        r"\[stream/resume\] GET resumes a POST response stream .*client=post-resumer/"
+    )
+    session = client_entry(await report_json(redis_url), "post-resumer")["sessions"][0]
     assert session["dropped_notifications"] == 1
     assert session["checkpoints"]["notified"] is None
     assert session["level"] == 4
 
 
 async def test_a_get_resuming_the_get_stream_still_makes_it_delivered(lab, redis_url) -> None:
-    server, url = lab.server(update_delay_seconds=DELAY)
-    lab.updater(update_delay_seconds=DELAY)
+    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "get-resumer", "2025-11-25") as raw:
         await raw.initialize()
         async with raw.get() as stream:
@@ -341,7 +345,7 @@ async def test_a_get_resuming_the_get_stream_still_makes_it_delivered(lab, redis
             await raw.request("resources/subscribe", {"uri": STATUS_URI})
             message = await stream.next_message(float(DELAY) + BOUND)
             assert message["method"] == "notifications/resources/updated"
-    session = client_entry(report_json(redis_url), "get-resumer")["sessions"][0]
+    session = client_entry(await report_json(redis_url), "get-resumer")["sessions"][0]
     assert session["checkpoints"]["notified"] is not None
     assert session["dropped_notifications"] == 0
 
@@ -350,7 +354,7 @@ async def test_a_get_resuming_the_get_stream_still_makes_it_delivered(lab, redis
 
 
 async def test_unadvertised_lists_are_answered_empty_and_noted(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     async with RawClient(url, "lister", "2025-11-25") as raw:
         reply = await raw.initialize()
         capabilities = reply["result"]["capabilities"]
@@ -362,14 +366,16 @@ async def test_unadvertised_lists_are_answered_empty_and_noted(lab, redis_url) -
         assert templates["result"]["resourceTemplates"] == []
         # Listing is not calling: what is not there still cannot be used.
         assert (await raw.request("prompts/get", {"name": "x"}))["error"]["code"] == -32601
-    server.wait_for(r"\[tools/list\] not advertised; answered with an empty list .*client=lister/")
-    notes = client_entry(report_json(redis_url), "lister")["notes"]
+    await server.await_line(
+        r"\[tools/list\] not advertised; answered with an empty list .*client=lister/"
+    )
+    notes = client_entry(await report_json(redis_url), "lister")["notes"]
     asked = "asked tools/list, prompts/list (not advertised by default; answered, not refused)"
     assert asked in notes, notes
 
 
 async def test_with_the_tool_advertised_only_the_unadvertised_list_is_noted(lab, redis_url) -> None:
-    server, url = lab.server(enable_tool="true")
+    server, url = await lab.aserver(enable_tool="true")
     async with RawClient(url, "tool-lister", "2025-11-25") as raw:
         capabilities = (await raw.initialize())["result"]["capabilities"]
         assert "tools" in capabilities and "prompts" not in capabilities
@@ -377,13 +383,13 @@ async def test_with_the_tool_advertised_only_the_unadvertised_list_is_noted(lab,
         assert [t["name"] for t in tools] == ["get_review_status"]
         assert (await raw.request("prompts/list"))["result"]["prompts"] == []
     await server.await_line(r"\[prompts/list\] not advertised; answered .*client=tool-lister/")
-    notes = client_entry(report_json(redis_url), "tool-lister")["notes"]
+    notes = client_entry(await report_json(redis_url), "tool-lister")["notes"]
     assert "asked prompts/list (not advertised by default; answered, not refused)" in notes, notes
     assert not any("tools/list" in note for note in notes), notes
 
 
 async def test_a_2026_client_gets_an_empty_tool_list(lab) -> None:
-    _, url = lab.server()
+    _, url = await lab.aserver()
     info = mcp_types.Implementation(name="modern-lister", version="1.0")
     async with Client(url, client_info=info) as client:
         assert client.protocol_version == "2026-07-28"
@@ -393,13 +399,13 @@ async def test_a_2026_client_gets_an_empty_tool_list(lab) -> None:
 
 
 async def test_strict_methods_refuse_unadvertised_lists(lab, redis_url) -> None:
-    _, url = lab.server(strict_methods="true")
+    _, url = await lab.aserver(strict_methods="true")
     async with RawClient(url, "strict-lister", "2025-11-25") as raw:
         capabilities = (await raw.initialize())["result"]["capabilities"]
         assert "tools" not in capabilities and "prompts" not in capabilities
         assert (await raw.request("prompts/list"))["error"]["code"] == -32601
         assert (await raw.request("tools/list"))["error"]["code"] == -32601
-    notes = client_entry(report_json(redis_url), "strict-lister")["notes"]
+    notes = client_entry(await report_json(redis_url), "strict-lister")["notes"]
     assert any(
         "asked prompts/list, tools/list (not advertised) and left after the error" in n
         for n in notes
@@ -410,7 +416,7 @@ async def test_strict_methods_refuse_unadvertised_lists(lab, redis_url) -> None:
 
 
 async def test_a_listen_for_list_changes_only_is_logged_and_noted(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     info = mcp_types.Implementation(name="list-listener", version="1.0")
     async with Client(url, client_info=info) as client:
         await client.list_resources()
@@ -420,19 +426,19 @@ async def test_a_listen_for_list_changes_only_is_logged_and_noted(lab, redis_url
                     r"\[subscriptions/listen\] opened resources=none "
                     r"list_changed=resources,tools .*client=list-listener/1\.0"
                 )
-    notes = client_entry(report_json(redis_url), "list-listener")["notes"]
+    notes = client_entry(await report_json(redis_url), "list-listener")["notes"]
     assert "listen asked only for list-changed events, never for the resource" in notes, notes
 
 
 async def test_a_get_stream_dropped_right_after_its_priming_event_is_noted(lab, redis_url) -> None:
-    server, url = lab.server()
+    server, url = await lab.aserver()
     async with RawClient(url, "priming-breaker", "2025-11-25") as raw:
         await raw.initialize()
         async with raw.get() as stream:
             assert not (await stream.next()).data
         await server.await_line(r"\[stream/close\] GET .*client=priming-breaker/")
         await raw.request("resources/list")
-    entry = client_entry(report_json(redis_url), "priming-breaker")
+    entry = client_entry(await report_json(redis_url), "priming-breaker")
     methods = [e["method"] for e in entry["sessions"][0]["events"]]
     assert methods.count("stream/open") == 1 and methods.count("stream/close") == 1
     assert methods.count("stream/priming") == 1

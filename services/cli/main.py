@@ -63,8 +63,7 @@ def _cmd_updater(args: argparse.Namespace) -> int:
 
     settings = _with_lab_redis(_settings())
     watch_parent()
-    updater.main(settings)
-    return 0
+    return updater.main(settings, burst=args.burst)
 
 
 def _cmd_redis_cli(argv: list[str]) -> int:
@@ -308,6 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
     server.set_defaults(func=_cmd_server)
 
     updater = sub.add_parser("updater", help="run the updater")
+    updater.add_argument(
+        "--burst",
+        action="store_true",
+        help="apply every job in the stream, each when due, then exit (exit 1 without Redis)",
+    )
     updater.set_defaults(func=_cmd_updater)
 
     trigger = sub.add_parser("trigger", help="update the resource now, through the updater")
