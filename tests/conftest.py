@@ -11,6 +11,7 @@ missing part is an error, not a skip.
 from __future__ import annotations
 
 import fcntl
+import inspect
 import os
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ import redis
 import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.cli.embedded_redis import RedisNotFound, free_port, start_redis
 from tests import browser as chromium
+from tests import lab as lab_helpers
 from tests.inproc import InProcLab, captured_logs
 from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 
@@ -72,6 +74,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             names.add("process")
         for name in sorted(names):
             item.add_marker(name)
+
+
+@pytest.fixture(autouse=True)
+def _note_async_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tell tests/lab.py whether this test is a coroutine (its blocking-wait guard)."""
+    lab_helpers.IN_ASYNC_TEST = inspect.iscoroutinefunction(request.function)
+    yield
+    lab_helpers.IN_ASYNC_TEST = False
 
 
 @pytest.fixture

@@ -52,10 +52,19 @@ def _not_in_a_quick_run(what: str) -> None:
     pytest.skip(reason)
 
 
+# Set per test by conftest: whether the running test is a coroutine. A sync test may
+# see a running loop that is not its own (Playwright's sync API keeps one), and
+# may block; an async test blocking its own loop may not.
+IN_ASYNC_TEST = False
+
+
 def refuse_on_event_loop(call: str, instead: str) -> None:
-    """Raise if an event loop runs in this thread: a blocking wait there stalls every
-    task on it (an in-process server, the test's own clients) for as long as it waits.
-    In a worker thread (``anyio.to_thread``) no loop runs, and the wait is fine."""
+    """Raise if an async test calls a blocking wait in its loop's thread: the wait
+    stalls every task on that loop (an in-process server, the test's own clients)
+    for as long as it waits. In a worker thread (``anyio.to_thread``) no loop runs,
+    and the wait is fine."""
+    if not IN_ASYNC_TEST:
+        return
     try:
         asyncio.get_running_loop()
     except RuntimeError:
