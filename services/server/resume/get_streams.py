@@ -47,6 +47,13 @@ async def report_resumed_stream(stream: str | None) -> None:
         await on_resumed(stream)
 
 
+def stream_request(scope: Scope) -> tuple[str, str]:
+    """The ``Mcp-Session-Id`` and ``Last-Event-ID`` of a GET stream request ("" when absent)."""
+    headers = dict(scope["headers"])
+    session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
+    return session, headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
+
+
 def is_get_stream(scope: Scope, path: str) -> bool:
     """Whether ``scope`` is a GET of the MCP endpoint at ``path`` (a standalone stream)."""
     return (
@@ -89,9 +96,8 @@ class StreamLogMiddleware:
         if not is_get_stream(scope, self._path):
             await self._app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
-        resuming = bool(headers.get(_LAST_EVENT_HEADER))
+        session, last_event_id = stream_request(scope)
+        resuming = bool(last_event_id)
         known = self._registry.peer(session) if session else None
         # Only sessions held here are recorded: their peer (client, protocol) is known.
         record = self._record if known is not None else None

@@ -40,14 +40,12 @@ from services.server.resume.eventstore import (
     encode,
     events_after,
 )
-from services.server.resume.get_streams import is_get_stream, report_resumed_stream
+from services.server.resume.get_streams import is_get_stream, report_resumed_stream, stream_request
 from services.server.resume.priming import takes_priming
 from services.server.sessions import SessionRegistry
 
 logger = logging.getLogger("mcp_lab.resume")
 
-_SESSION_HEADER = b"mcp-session-id"
-_LAST_EVENT_HEADER = b"last-event-id"
 # How long one blocking read of a tailed stream waits before the owner is checked again.
 _TAIL_BLOCK_MS = 2000
 
@@ -116,9 +114,7 @@ class ResumeMiddleware:
         if not is_get_stream(scope, self._path):
             await self._app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
-        last_event_id = headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
+        session, last_event_id = stream_request(scope)
         peer = self._registry.peer(session) if session else None
         held_here = peer is not None
         if peer is not None and not last_event_id:
