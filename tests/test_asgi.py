@@ -107,7 +107,7 @@ async def test_a_stream_or_a_session_opening_post_goes_through_its_concern(
 async def test_a_refused_host_never_reaches_the_app() -> None:
     app = RecordingApp()
     scope = request("POST", "/mcp", SESSION)
-    scope["headers"] = [(b"host", b"evil.example")] + SESSION
+    scope["headers"] = [(b"host", b"evil.example"), *SESSION]
     _, _, sent = await drive(front_door(app, True), scope)
     assert app.calls == []
     assert sent[0]["status"] == 421
