@@ -25,7 +25,9 @@ THRESHOLDS = (50_000, 20, 10)
 
 
 def tune() -> None:
-    """Set :data:`THRESHOLDS` and freeze what exists now; call once the app is built."""
-    gc.collect()
+    """Set :data:`THRESHOLDS` and freeze what exists now; call once the app is built.
+
+    No collection first: at that point it finds next to nothing (13 objects of
+    117,000 when measured) and would add ~0.1 s to the server's start."""
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
