@@ -279,6 +279,13 @@ class LabSettings(BaseSettings):
         validation_alias=AliasChoices("REDIS_URL", "MCP_TEST_REDIS_URL"),
         description="Redis the lab uses (REDIS_URL).",
     )
+    post_responses: Literal["sse", "json"] = Field(
+        "sse",
+        description=(
+            "How the server answers a POST on Streamable HTTP: an SSE stream (primed and "
+            "resumable for 2025-11-25 clients) or one JSON body (no stream, no resume record)."
+        ),
+    )
 
     @property
     def base_url(self) -> str:

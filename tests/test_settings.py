@@ -55,6 +55,7 @@ BAD: dict[str, str] = {
     "retry_ms": "-1",
     "updater_consumer": "",
     "redis_url": "http://127.0.0.1:6379/0",
+    "post_responses": "xml",
 }
 
 

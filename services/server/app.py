@@ -21,11 +21,11 @@ from fastmcp.server.http import create_sse_app
 from fastmcp.server.lifespan import lifespan
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from services import contract, state
@@ -33,15 +33,16 @@ from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
 from services.contract import Transport
 from services.evidence.recorder import Recorder, annotate
 from services.logs import event, setup_logging
-from services.server import dashboard, lifecycle, mcp_adapter
+from services.server import dashboard, heap, lifecycle, mcp_adapter
+from services.server.asgi import FrontDoor, normal_path
 from services.server.guard import guard
 from services.server.listen import ListenStreams
 from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
 from services.server.resume import eventstore
 from services.server.resume.eventstore import RedisEventStore
-from services.server.resume.get_streams import StreamLogMiddleware
-from services.server.resume.middleware import ResumeMiddleware, heartbeat, new_replica_id
+from services.server.resume.get_streams import GetStream, StreamLog, plain
+from services.server.resume.middleware import Resume, heartbeat, new_replica_id
 from services.server.sessions import SessionRegistry, Subscriber
 from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
@@ -196,7 +197,8 @@ class Lab:
 
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""
-        return RedisEventStore(
+        kind = GetStreamEvents if self.settings.post_responses == "json" else RedisEventStore
+        return kind(
             self.redis,
             session,
             self.replica,
@@ -226,11 +228,39 @@ class Lab:
             raise redis_failed(exc) from exc
 
 
+class GetStreamEvents(RedisEventStore):
+    """The event store with ``MCP_TEST_POST_RESPONSES=json``: a POST's response is
+    one JSON body, without an event id, so it can never be resumed; only the GET
+    stream's events are kept."""
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        if stream_id != GET_STREAM_KEY:
+            return ""
+        return await super().store_event(stream_id, message)
+
+
 class EventLogMiddleware(Middleware):
-    """Logs initialize and list, and answers unknown URIs on read."""
+    """Logs initialize and list, and answers unknown URIs on read.
+
+    FastMCP's base ``__call__`` builds a chain of three or four wrapper closures
+    (``on_message``, ``on_request``, the method's hook) for every message; this one
+    calls the method's hook directly and passes every other message straight on.
+    """
 
     def __init__(self, lab: Lab) -> None:
         self._lab = lab
+        self._hooks: dict[str, Any] = {
+            "initialize": self.on_initialize,
+            "server/discover": self.on_discover,
+            "resources/list": self.on_list_resources,
+            "resources/read": self.on_read_resource,
+        }
+
+    async def __call__(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        hook = self._hooks.get(context.method or "")
+        if hook is None or not mcp_adapter.typed_hooks_run_now():
+            return await call_next(context)
+        return await hook(context, call_next)
 
     async def on_initialize(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         result = await call_next(context)
@@ -348,6 +378,9 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             "notifications/resources/updated arrives, read it again."
         ),
         lifespan=run_relay,
+        # Its only middleware rewrites $ref in tool and template schemas; the lab's
+        # have none, and it would run on every message.
+        dereference_schemas=False,
     )
     server.add_middleware(EventLogMiddleware(lab))
 
@@ -445,15 +478,18 @@ def _add_resource(server: FastMCP, lab: Lab, spec: ResourceSpec) -> None:
     )(read)
 
 
-def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Starlette, Lab]:
+def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FrontDoor, Lab]:
     """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
-    generations), legacy SSE at ``settings.sse_path``, the dashboard routes."""
+    generations), legacy SSE at ``settings.sse_path``, the dashboard routes, behind
+    the lab's one ASGI layer (:mod:`services.server.asgi`; ``guard`` adds the
+    security checks to it)."""
     server, lab = build_lab(settings, catalog)
     app = server.http_app(
         path=settings.path,
         transport="http",
         retry_interval=settings.retry_ms if settings.resumable else None,
         session_idle_timeout=settings.session_idle_seconds,
+        json_response=settings.post_responses == "json",
     )
     lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused)
     if settings.sse_path:
@@ -465,11 +501,11 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
         # Last, so /mcp and the dashboard routes match first. Its lifespan is not
         # run by Starlette; FastMCP's own lifespan (the relay) runs once, above.
         app.router.routes.append(Mount("/", app=sse))
+    get_stream: GetStream = plain(app)
     if settings.resumable:
         mcp_adapter.bind_session_event_stores(app, lab.event_store, lab.protocol_of)
-        app.add_middleware(
-            ResumeMiddleware,
-            path=settings.path,
+        get_stream = Resume(
+            app,
             registry=lab.registry,
             redis=lab.redis,
             replica=lab.replica,
@@ -477,18 +513,19 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Sta
             store_for=lab.event_store,
             on_replayed=lab.replayed,
             block_ms=settings.resume_block_ms,
-        )
-    app.add_middleware(
-        lifecycle.SessionCapMiddleware,
-        path=settings.path,
-        max_sessions=settings.max_sessions,
-        retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
+        ).serve
+    front = FrontDoor(
+        app,
+        path=normal_path(settings.path),
+        # Sees every GET stream, resumed ones too (before Resume).
+        streams=StreamLog(get_stream, lab.registry, lab.recorder.stream),
+        cap=lifecycle.SessionCap(
+            app,
+            max_sessions=settings.max_sessions,
+            retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
+        ),
     )
-    # Added last, so it is outermost: it sees every GET stream, resumed ones too.
-    app.add_middleware(
-        StreamLogMiddleware, path=settings.path, registry=lab.registry, record=lab.recorder.stream
-    )
-    return app, lab
+    return front, lab
 
 
 class StartupFailed(Exception):
@@ -507,6 +544,7 @@ async def _serve(http: uvicorn.Server) -> None:
 async def run_http(settings: LabSettings) -> None:
     """Serve the lab over HTTP until cancelled or interrupted."""
     app, lab = http_app(settings)
+    heap.tune()
     config = uvicorn.Config(
         guard(app, settings),
         host=settings.host,

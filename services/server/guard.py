@@ -28,6 +28,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from fastmcp.server.http import HostOriginGuardMiddleware
@@ -45,9 +46,13 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-async def _refuse(send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]]) -> None:
+async def _refuse(
+    send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]], close: bool = False
+) -> None:
     body = json.dumps({"error": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers + extra})
     await send({"type": "http.response.body", "body": body})
 
@@ -58,6 +63,16 @@ def _announces_body(scope: Scope) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
             return True
     return False
+
+
+def _with_close(message: Message) -> Message:
+    """A ``http.response.start`` with ``connection: close`` (unless it names a connection)."""
+    if message["type"] != "http.response.start":
+        return message
+    headers = list(message.get("headers", []))
+    if not any(name.lower() == b"connection" for name, _ in headers):
+        headers.append((b"connection", b"close"))
+    return {**message, "headers": headers}
 
 
 class CloseWhenBodyUnread:
@@ -81,17 +96,12 @@ class CloseWhenBodyUnread:
             return message
 
         async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start" and not body_read:
-                headers = list(message.get("headers", []))
-                if not any(name.lower() == b"connection" for name, _ in headers):
-                    headers.append((b"connection", b"close"))
-                message = {**message, "headers": headers}
-            await send(message)
+            await send(message if body_read else _with_close(message))
 
         await self._app(scope, receiving, sending)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that gives the app the whole ``body`` in one message, then
     passes on what the server says next (``http.disconnect``, in time)."""
     pending = True
@@ -106,28 +116,35 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-class TokenAndSizeGuard:
-    """401 without the bearer token (when one is set), 413 over the body limit."""
+class BodyGate:
+    """The checks of one request before the app runs: 400 for a malformed
+    Content-Length, 413 over the body limit, 401 without the bearer token (when
+    one is set); then the whole body, counted as it arrives.
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int) -> None:
-        self._app = app
+    Every refusal it sends before the body was read to its end carries
+    ``connection: close`` (see the module docstring).
+    """
+
+    def __init__(self, token: str | None, max_body_bytes: int) -> None:
         self._token = token.encode() if token else None
         self._max = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
+    async def admit(
+        self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send
+    ) -> bytes | None:
+        """The request's whole body once every check passed; None when it was
+        refused here or the client went away mid-body (nothing more to do).
+        ``headers``: ``dict(scope["headers"])``."""
+        announced = b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
         length = headers.get(b"content-length")
         if length is not None and not length.isdigit():
-            await _refuse(send, 400, "malformed Content-Length", [])
-            return
+            await _refuse(send, 400, "malformed Content-Length", [], announced)
+            return None
         declared = None if length is None else int(length)
         if declared is not None and declared > self._max:
             logger.warning("[guard] body of %s bytes refused (limit %d)", declared, self._max)
-            await _refuse(send, 413, f"request body over {self._max} bytes", [])
-            return
+            await _refuse(send, 413, f"request body over {self._max} bytes", [], announced)
+            return None
         if self._token is not None and scope["path"] not in _OPEN_PATHS:
             if not self._authorized(scope, headers):
                 logger.warning("[guard] %s %s without a valid token", scope["method"], _path(scope))
@@ -136,14 +153,13 @@ class TokenAndSizeGuard:
                     401,
                     "missing or wrong bearer token",
                     [(b"www-authenticate", b'Bearer realm="mcp-subscribe-lab"')],
+                    announced,
                 )
-                return
-        body = await self._read_body(scope, receive, send, declared)
-        if body is not None:
-            await self._app(scope, _replay(body, receive), send)
+                return None
+        return await self._read_body(scope, receive, send, declared, announced)
 
     async def _read_body(
-        self, scope: Scope, receive: Receive, send: Send, declared: int | None
+        self, scope: Scope, receive: Receive, send: Send, declared: int | None, announced: bool
     ) -> bytes | None:
         """The whole request body, counted as it arrives; None when the request
         was refused here (413 or 400) or the client went away mid-body."""
@@ -161,6 +177,8 @@ class TokenAndSizeGuard:
                     framing,
                 )
                 return None
+            more = message.get("more_body", False)
+            unread = announced and more  # connection: close on a refusal now
             chunk = message.get("body", b"")
             received += len(chunk)
             if declared is not None and received > declared:
@@ -172,7 +190,7 @@ class TokenAndSizeGuard:
                     scope["method"],
                     _path(scope),
                 )
-                await _refuse(send, 400, "request body longer than its Content-Length", [])
+                await _refuse(send, 400, "request body longer than its Content-Length", [], unread)
                 return None
             if received > self._max:
                 logger.warning(
@@ -183,10 +201,10 @@ class TokenAndSizeGuard:
                     scope["method"],
                     _path(scope),
                 )
-                await _refuse(send, 413, f"request body over {self._max} bytes", [])
+                await _refuse(send, 413, f"request body over {self._max} bytes", [], unread)
                 return None
             chunks.append(chunk)
-            if not message.get("more_body", False):
+            if not more:
                 break
         if declared is not None and received < declared:
             logger.warning(
@@ -198,7 +216,7 @@ class TokenAndSizeGuard:
             )
             await _refuse(send, 400, "request body shorter than its Content-Length", [])
             return None
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
         assert self._token is not None
@@ -207,6 +225,87 @@ class TokenAndSizeGuard:
             return True
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         return any(hmac.compare_digest(t.encode(), self._token) for t in query.get("token", []))
+
+
+class TokenAndSizeGuard:
+    """401 without the bearer token (when one is set), 413 over the body limit
+    (:class:`BodyGate` as a middleware of its own)."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int) -> None:
+        self._app = app
+        self._gate = BodyGate(token, max_body_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        body = await self._gate.admit(scope, dict(scope["headers"]), receive, send)
+        if body is not None:
+            await self._app(scope, replay(body, receive), send)
+
+
+_ALLOWED = "mcp_lab.host_origin_allowed"
+
+
+async def _mark_allowed(scope: Scope, receive: Receive, send: Send) -> None:
+    scope[_ALLOWED] = True
+
+
+class HostOriginCheck:
+    """FastMCP's Host/Origin check (``HostOriginGuardMiddleware``, strict) as a
+    check: :meth:`allows` sends its 421 or 403 and says False, or says True."""
+
+    def __init__(self, allowed_hosts: str, allowed_origins: str) -> None:
+        self._guard = HostOriginGuardMiddleware(
+            _mark_allowed,
+            allowed_hosts=_split(allowed_hosts),
+            allowed_origins=_split(allowed_origins),
+            mode="strict",
+        )
+
+    async def allows(self, scope: Scope, receive: Receive, send: Send, announced: bool) -> bool:
+        """Whether the request's Host and Origin pass; a refusal (sent here) closes
+        the connection when a body was announced (it is not read)."""
+        await self._guard(scope, receive, send if not announced else _closing(send))
+        return bool(scope.pop(_ALLOWED, False))
+
+
+def _closing(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        await send(_with_close(message))
+
+    return sending
+
+
+@dataclass(frozen=True)
+class Security:
+    """Every check of :func:`guard`, for a layer that runs them itself
+    (``services.server.asgi.FrontDoor``)."""
+
+    host_origin: HostOriginCheck | None
+    gate: BodyGate
+
+    @classmethod
+    def of(cls, settings: LabSettings) -> Security:
+        host_origin = (
+            HostOriginCheck(settings.allowed_hosts, settings.allowed_origins)
+            if settings.host_origin_protection
+            else None
+        )
+        return cls(host_origin, BodyGate(settings.auth_token, settings.max_body_bytes))
+
+    async def admit(
+        self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send
+    ) -> bytes | None:
+        """The request body once every check passed (None: refused, or gone);
+        ``headers``: ``dict(scope["headers"])``."""
+        if self.host_origin is not None:
+            announced = (
+                b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
+            )
+            if not await self.host_origin.allows(scope, receive, send, announced):
+                return None
+        return await self.gate.admit(scope, headers, receive, send)
 
 
 def _path(scope: Scope) -> str:
@@ -218,7 +317,14 @@ def _path(scope: Scope) -> str:
 
 
 def guard(app: ASGIApp, settings: LabSettings) -> ASGIApp:
-    """``app`` wrapped in the checks above (the outermost layer runs first)."""
+    """``app`` wrapped in the checks above (the outermost layer runs first).
+
+    The lab's own app (``http_app``: a :class:`~services.server.asgi.FrontDoor`)
+    runs them in its one layer instead."""
+    from services.server.asgi import FrontDoor
+
+    if isinstance(app, FrontDoor):
+        return app.secured(Security.of(settings))
     guarded: ASGIApp = TokenAndSizeGuard(app, settings.auth_token, settings.max_body_bytes)
     if settings.host_origin_protection:
         guarded = HostOriginGuardMiddleware(

@@ -7,7 +7,7 @@ drops its subscriptions, kept events and registry entries.
 
 **Cap.** At most ``MCP_TEST_MAX_SESSIONS`` Streamable HTTP sessions are open at
 once. The SDK refuses the request that would open one more with 503; the lab
-logs it and adds ``Retry-After`` (:class:`SessionCapMiddleware`). Open sessions
+logs it and adds ``Retry-After`` (:class:`SessionCap`). Open sessions
 are untouched; room frees up as they end or expire.
 
 **Stale subscribers.** The subscriber sets in Redis are shared by all replicas.
@@ -37,13 +37,12 @@ from services.reconnect import stop_if_cancelled
 
 logger = logging.getLogger("mcp_lab")
 
-_SESSION_HEADER = b"mcp-session-id"
 # Retry-After on a refusal: room frees up when a session ends or expires.
 _RETRY_AFTER_CAP_SECONDS = 60
 # How often each replica looks for dead replicas' subscribers.
 SWEEP_SECONDS = contract.REPLICA_HEARTBEAT_SECONDS / 3
 
-# Set by SessionCapMiddleware for each request that could open a session; the
+# Set by SessionCap for each request that could open a session; the
 # admission hook notes a refusal in it (same task, so the same context).
 _refusals: ContextVar[list[int] | None] = ContextVar("mcp_lab_refusals", default=None)
 
@@ -60,20 +59,17 @@ def note_refused(open_sessions: int) -> None:
         marks.append(open_sessions)
 
 
-class SessionCapMiddleware:
-    """ASGI middleware on the MCP path: logs a session refused at the cap and
-    adds ``Retry-After`` to its 503."""
+class SessionCap:
+    """A request that may open a session (a POST to the MCP path without a session
+    id: the front door, ``services.server.asgi``, sends only those here): logs it
+    when it is refused at the cap and adds ``Retry-After`` to its 503."""
 
-    def __init__(self, app: ASGIApp, *, path: str, max_sessions: int, retry_after: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_sessions: int, retry_after: int) -> None:
         self._app = app
-        self._path = path.rstrip("/") or "/"
         self._max = max_sessions
         self._retry_after = str(retry_after).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self._may_open_session(scope):
-            await self._app(scope, receive, send)
-            return
         marks: list[int] = []
         token = _refusals.set(marks)
 
@@ -97,15 +93,6 @@ class SessionCapMiddleware:
             await self._app(scope, receive, sending)
         finally:
             _refusals.reset(token)
-
-    def _may_open_session(self, scope: Scope) -> bool:
-        """A POST to the MCP path without a session id (it may be an initialize)."""
-        return (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and (scope["path"].rstrip("/") or "/") == self._path
-            and not any(name == _SESSION_HEADER for name, _ in scope["headers"])
-        )
 
 
 async def own_subscriber(redis: Redis, replica: str, session: str) -> None:

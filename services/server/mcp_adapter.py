@@ -251,3 +251,17 @@ def _session_manager(endpoint: StreamableHTTPASGIApp) -> StreamableHTTPSessionMa
     if manager is None:
         raise RuntimeError("the Streamable HTTP endpoint has no session manager")
     return manager
+
+
+def typed_hooks_run_now() -> bool:
+    """Whether the FastMCP middleware chain running now dispatches the per-method
+    hooks (``on_read_resource``, ``on_initialize``...), not only ``on_message``/
+    ``on_request``.
+
+    Relies on fastmcp 4.2's ``_dispatch_phase`` ContextVar (``"all"``, ``"typed"``
+    or ``"outer"``), which the base ``Middleware.__call__`` reads the same way; a
+    middleware that overrides ``__call__`` reads it here.
+    """
+    from fastmcp.server.middleware.middleware import _dispatch_phase
+
+    return _dispatch_phase.get() in ("all", "typed")

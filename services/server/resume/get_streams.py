@@ -47,20 +47,11 @@ async def report_resumed_stream(stream: str | None) -> None:
         await on_resumed(stream)
 
 
-def stream_request(scope: Scope) -> tuple[str, str]:
-    """The ``Mcp-Session-Id`` and ``Last-Event-ID`` of a GET stream request ("" when absent)."""
-    headers = dict(scope["headers"])
+def stream_request(headers: dict[bytes, bytes]) -> tuple[str, str]:
+    """The ``Mcp-Session-Id`` and ``Last-Event-ID`` of a GET stream request ("" when
+    absent); ``headers``: ``dict(scope["headers"])``."""
     session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
     return session, headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
-
-
-def is_get_stream(scope: Scope, path: str) -> bool:
-    """Whether ``scope`` is a GET of the MCP endpoint at ``path`` (a standalone stream)."""
-    return (
-        scope["type"] == "http"
-        and scope["method"] == "GET"
-        and scope["path"].rstrip("/") == (path.rstrip("/") or "/")
-    )
 
 
 def has_dataless_event(body: bytes) -> bool:
@@ -75,28 +66,38 @@ def has_dataless_event(body: bytes) -> bool:
     return False
 
 
-class StreamLogMiddleware:
-    """ASGI middleware on GET of the MCP path: marks the session's notification
-    stream open and closed, logs ``[stream/open]``, ``[stream/resume]`` and
-    ``[stream/close]``, and records them."""
+# Serves one GET stream request: (scope, receive, send, session id, Last-Event-ID).
+GetStream = Callable[[Scope, Receive, Send, str, str], Awaitable[None]]
+
+
+def plain(app: ASGIApp) -> GetStream:
+    """``app`` serving GET streams (it reads the headers itself)."""
+
+    async def serve(scope: Scope, receive: Receive, send: Send, _session: str, _last: str) -> None:
+        await app(scope, receive, send)
+
+    return serve
+
+
+class StreamLog:
+    """GET of the MCP path (the front door, ``services.server.asgi``, sends only
+    those here): marks the session's notification stream open and closed, logs
+    ``[stream/open]``, ``[stream/resume]`` and ``[stream/close]``, and records them."""
 
     def __init__(
         self,
-        app: ASGIApp,
-        path: str,
+        app: GetStream,
         registry: SessionRegistry,
         record: RecordStream | None = None,
     ) -> None:
         self._app = app
-        self._path = path
         self._registry = registry
         self._record = record
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not is_get_stream(scope, self._path):
-            await self._app(scope, receive, send)
-            return
-        session, last_event_id = stream_request(scope)
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, session: str, last_event_id: str
+    ) -> None:
+        """Serve one GET with ``session`` and ``last_event_id`` ("" when absent)."""
         resuming = bool(last_event_id)
         known = self._registry.peer(session) if session else None
         # Only sessions held here are recorded: their peer (client, protocol) is known.
@@ -134,7 +135,7 @@ class StreamLogMiddleware:
 
         token = _resumed.set(on_resumed)
         try:
-            await self._app(scope, receive, watch)
+            await self._app(scope, receive, watch, session, last_event_id)
         finally:
             _resumed.reset(token)
             if stream.opened:

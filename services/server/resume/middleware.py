@@ -40,7 +40,7 @@ from services.server.resume.eventstore import (
     encode,
     events_after,
 )
-from services.server.resume.get_streams import is_get_stream, report_resumed_stream, stream_request
+from services.server.resume.get_streams import report_resumed_stream
 from services.server.resume.priming import takes_priming
 from services.server.sessions import SessionRegistry
 
@@ -84,14 +84,15 @@ async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> boo
     return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
 
 
-class ResumeMiddleware:
-    """ASGI middleware on the MCP path: primes GET streams, serves remote resumes."""
+class Resume:
+    """GET of the MCP path (the front door, ``services.server.asgi``, sends only
+    those here, through :class:`~services.server.resume.get_streams.StreamLog`):
+    primes fresh GET streams, serves remote resumes, passes the rest to ``app``."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        path: str,
         registry: SessionRegistry,
         redis: Redis,
         replica: str,
@@ -102,7 +103,6 @@ class ResumeMiddleware:
     ) -> None:
         self._app = app
         self._block_ms = block_ms
-        self._path = path
         self._registry = registry
         self._redis = redis
         self._replica = replica
@@ -110,11 +110,10 @@ class ResumeMiddleware:
         self._store_for = store_for
         self._on_replayed = on_replayed
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not is_get_stream(scope, self._path):
-            await self._app(scope, receive, send)
-            return
-        session, last_event_id = stream_request(scope)
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, session: str, last_event_id: str
+    ) -> None:
+        """Serve one GET with ``session`` and ``last_event_id`` ("" when absent)."""
         peer = self._registry.peer(session) if session else None
         held_here = peer is not None
         if peer is not None and not last_event_id:

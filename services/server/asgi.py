@@ -1,0 +1,75 @@
+"""The lab's one ASGI layer in front of the Starlette app (MCP, legacy SSE, dashboard).
+
+It reads a request's method, path and headers once and sends it where it needs
+to go; each concern's logic lives in its own module:
+
+* every HTTP request: the security checks (:mod:`services.server.guard`: Host
+  and Origin, the token, the body limit; the body is read here, whole, before
+  the app runs), when the layer was made with them (:func:`guard` does);
+* ``GET <mcp path>`` (a session's stream): its open/close evidence
+  (:class:`~services.server.resume.get_streams.StreamLog`), then priming and
+  resuming on any replica (:class:`~services.server.resume.middleware.Resume`)
+  when ``MCP_TEST_RESUMABLE`` is on;
+* ``POST <mcp path>`` without ``Mcp-Session-Id`` (it may open a session): the
+  session cap's log line and ``Retry-After`` (:class:`~services.server.lifecycle.SessionCap`);
+* everything else (a POST of an open session, DELETE, other paths, lifespan):
+  straight to the app, nothing wrapped.
+
+Before, each concern was an ASGI middleware of its own (three inside Starlette's
+middleware stack, three around it), each checking every request again and some
+wrapping every ``send``; see docs/performance.md, "Fast path per request".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.server.guard import Security, replay
+from services.server.lifecycle import SessionCap
+from services.server.resume.get_streams import StreamLog, stream_request
+
+_SESSION_HEADER = b"mcp-session-id"
+
+
+def normal_path(path: str) -> str:
+    """``path`` without a trailing slash (``/`` stays ``/``)."""
+    return path.rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """The app behind the lab's one ASGI layer; :meth:`secured` adds the security checks."""
+
+    app: ASGIApp
+    path: str
+    streams: StreamLog
+    cap: SessionCap
+    security: Security | None = None
+
+    def secured(self, security: Security) -> FrontDoor:
+        """The same layer, running ``security``'s checks on every HTTP request first."""
+        return replace(self, security=security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if self.security is not None:
+            body = await self.security.admit(scope, headers, receive, send)
+            if body is None:  # refused (and answered), or the client left
+                return
+            receive = replay(body, receive)
+        if normal_path(scope["path"]) != self.path:
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        if method == "GET":
+            session, last_event_id = stream_request(headers)
+            await self.streams.serve(scope, receive, send, session, last_event_id)
+        elif method == "POST" and _SESSION_HEADER not in headers:
+            await self.cap(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
