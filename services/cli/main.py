@@ -14,9 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import RedisError
-
-from services import contract, state
+from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.cli.lifeline import PARENT_PID_ENV, watch_parent
 from services.settings import LabSettings
@@ -84,6 +82,8 @@ def _cmd_redis_cli(argv: list[str]) -> int:
 
 
 async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
+    from services import state  # redis: not imported by `up`, which needs no client
+
     redis = state.connect(settings.redis_url)
     try:
         target = args.session or contract.ALL_SUBSCRIBERS
@@ -130,6 +130,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 
 async def _reset(settings: LabSettings) -> int:
     # imports the mcp SDK: only where needed, not in healthchecks
+    from services import state
     from services.evidence import reader
 
     redis = state.connect(settings.redis_url)
@@ -144,6 +145,7 @@ async def _reset(settings: LabSettings) -> int:
 
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
+    from services import state
     from services.evidence import reader, report, scoring
     from services.evidence.recorder import lost_in_range, now_ms
 
@@ -217,6 +219,8 @@ async def _healthcheck(settings: LabSettings, process: str) -> int:
             return 1
         print(body)
         return 0
+    from services import state
+
     redis = state.connect(settings.redis_url)
     try:
         alive = await redis.exists(contract.updater_heartbeat_key(settings.updater_consumer))
@@ -255,6 +259,8 @@ def _cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
+    from redis.exceptions import RedisError
+
     try:
         return asyncio.run(coro)
     except (RedisError, OSError) as exc:

@@ -23,17 +23,17 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-import redis
-
 from services.catalog import REVIEW_STATUS
 from services.cli import runtime
-from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, launch_redis
 from services.cli.lifeline import PARENT_PID_ENV, die_with_parent
 from services.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
 _STOP_TIMEOUT_SECONDS = 5
 _PING_TIMEOUT_SECONDS = 3
+# How long the embedded Redis may take to answer (loading a large data directory).
+_REDIS_START_SECONDS = 10
 
 
 class CannotStart(Exception):
@@ -129,6 +129,8 @@ def _check_no_other_up(lock: threading.Lock) -> None:
 
 def _check_redis_answers(settings: LabSettings) -> None:
     """Fail at once, saying what to do, when REDIS_URL names a Redis that does not answer."""
+    import redis  # here: the embedded Redis, the usual case, needs no client in up
+
     url = settings.redis_url
     try:
         client = redis.Redis.from_url(
@@ -179,8 +181,10 @@ def _redis_for_lab(
     port = _embedded_port(options, lock)
     data_dir = None if options.ephemeral else (options.data_dir or runtime.default_data_dir())
     try:
-        embedded = start_redis(port, data_dir=data_dir, with_parent=True)
-    except (RedisNotFound, RuntimeError, OSError) as exc:
+        # Not waited for here: _run starts the server and the updater (a second of
+        # imports each) while it comes up, then waits for it (_wait_for_redis).
+        embedded = launch_redis(port, data_dir=data_dir, with_parent=True)
+    except (RedisNotFound, OSError) as exc:
         raise CannotStart(f"the embedded Redis did not start: {exc}") from None
     try:
         yield embedded.url, embedded
@@ -274,11 +278,23 @@ def _run(
     me = runtime.Proc.of(os.getpid())
     runtime.write_record(runtime.UpRecord(me, redis_url, settings.mcp_url, children))
     try:
+        if embedded is not None:
+            _wait_for_redis(embedded, processes)
         with lock:
             print(banner(settings, redis_url, embedded), flush=True)
         return _supervise(processes, lock, stopping)
     finally:
         runtime.remove_record(me.pid)
+
+
+def _wait_for_redis(embedded: EmbeddedRedis, processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Wait for the embedded Redis, launched with the other processes; if it does not
+    answer, stop those (they would retry forever) and say why."""
+    try:
+        embedded.wait_ready(_REDIS_START_SECONDS)
+    except RuntimeError as exc:
+        _stop(processes)
+        raise CannotStart(f"the embedded Redis did not start: {exc}") from None
 
 
 def _supervise(
@@ -294,6 +310,12 @@ def _supervise(
             exit_code = 1
             break
     _say(lock, "stopping server and updater")
+    _stop(processes)
+    return exit_code
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """One SIGINT to each process still running, then SIGKILL what does not end in time."""
     for process in processes.values():
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -303,4 +325,3 @@ def _supervise(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return exit_code
