@@ -309,3 +309,32 @@ def test_an_embedded_redis_that_cannot_start_stops_the_processes_started_beside_
     assert b"Traceback" not in stderr
     assert _children_of(up.pid) == []
     assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+def test_the_updater_starts_once_the_server_listens(tmp_path) -> None:
+    """Its imports would take CPU from the server's on the way to the first
+    initialize: up starts it on the server's ready line, and records it."""
+    up = start_up(up_env(tmp_path), free_port(), free_port())
+    try:
+        lines = up.lines
+        ready = next(i for i, line in enumerate(lines) if "[lab] server ready" in line)
+        first = next(i for i, line in enumerate(lines) if line.startswith("updater "))
+        assert ready < first, lines[: first + 1]
+        assert set(record_of(tmp_path).children) == {"redis", "server", "updater"}
+    finally:
+        assert up.stop() == 0
+
+
+def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
+    """At log level WARNING the server never prints its ready line: the updater
+    starts anyway (a few seconds later), and applies a triggered job."""
+    env = up_env(tmp_path, log_level="WARNING")
+    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)
+    try:
+        up.wait_for(r"Ctrl-C stops everything", timeout=START_SECONDS)
+        result = mcp_lab(env, "trigger", "--timeout", "30")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "applied" in result.stdout
+    finally:
+        assert up.stop() == 0
