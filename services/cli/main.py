@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -82,7 +81,9 @@ def _cmd_redis_cli(argv: list[str]) -> int:
 
 
 async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
-    from services import state  # redis: not imported by `up`, which needs no client
+    import asyncio  # here and below: `up`, which needs neither asyncio nor redis, starts sooner
+
+    from services import state
 
     redis = state.connect(settings.redis_url)
     try:
@@ -212,6 +213,8 @@ async def _healthcheck(settings: LabSettings, process: str) -> int:
     if process == "server":
         host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
         url = f"http://{host}:{settings.port}/healthz"
+        import asyncio
+
         try:
             body = await asyncio.to_thread(_http_get, url)
         except OSError as exc:
@@ -259,6 +262,8 @@ def _cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
+    import asyncio
+
     from redis.exceptions import RedisError
 
     try:
@@ -268,8 +273,18 @@ def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
         return 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``mcp-lab``."""
+# Commands whose parser needs nothing from services.clients: for these the
+# ``clients`` sub-command (its parser imports the scoring and mcp_types, ~0.2 s)
+# is left out, which keeps it off the start of ``up`` and of the processes it
+# runs. Any other first argument (``clients``, ``--help``, a typo) gets all of them.
+_WITHOUT_CLIENTS = frozenset(
+    {"up", "server", "updater", "trigger", "reset", "report", "probe", "healthcheck"}
+)
+
+
+def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of ``mcp-lab`` (without the ``clients`` sub-command
+    unless ``with_clients``)."""
     parser = argparse.ArgumentParser(
         prog="mcp-lab",
         description="MCP resource-subscription compatibility lab. Settings: MCP_TEST_* and "
@@ -391,9 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("process", choices=["server", "updater"])
     health.set_defaults(func=_cmd_healthcheck)
 
-    from services.clients.cli import add_parser as add_clients_parser
+    if with_clients:
+        from services.clients.cli import add_parser as add_clients_parser
 
-    add_clients_parser(sub)
+        add_clients_parser(sub)
     return parser
 
 
@@ -402,7 +418,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["redis-cli"]:  # every later argument is redis-cli's, options included
         sys.exit(_cmd_redis_cli(argv[1:]))
-    args = build_parser().parse_args(argv)
+    with_clients = not argv or argv[0] not in _WITHOUT_CLIENTS
+    args = build_parser(with_clients).parse_args(argv)
     sys.exit(args.func(args))
 
 
