@@ -200,8 +200,8 @@ def _redis_for_lab(
     port = _embedded_port(options, lock)
     data_dir = None if options.ephemeral else (options.data_dir or runtime.default_data_dir())
     try:
-        # Not waited for here: _run starts the server and the updater (a second of
-        # imports each) while it comes up, then waits for it (_wait_for_redis).
+        # Not waited for here: _run starts the server (a second of imports) while
+        # it comes up, then waits for it (_wait_for_redis).
         embedded = launch_redis(port, data_dir=data_dir, with_parent=True)
     except (RedisNotFound, OSError) as exc:
         raise CannotStart(f"the embedded Redis did not start: {exc}") from None
@@ -329,8 +329,8 @@ def _server_ready_or_late(
 
 
 def _wait_for_redis(embedded: EmbeddedRedis, processes: dict[str, subprocess.Popen[bytes]]) -> None:
-    """Wait for the embedded Redis, launched with the other processes; if it does not
-    answer, stop those (they would retry forever) and say why."""
+    """Wait for the embedded Redis, launched beside the server; if it does not
+    answer, stop the server (it would retry forever) and say why."""
     try:
         embedded.wait_ready(_REDIS_START_SECONDS)
     except RuntimeError as exc:
