@@ -14,7 +14,7 @@ both with the raw client of scripts/rawmcp.py, and prints one table:
   the publish to each notification;
 - reads/s on one session at concurrency 16;
 - KB per session: server RSS and Redis ``used_memory`` growth over N idle
-  sessions with their GET streams open;
+  subscribed sessions with their GET streams open;
 - cold start: ``mcp-lab up`` (its own embedded Redis) to the first initialize.
 
     .venv/bin/python scripts/bench.py [--storm 1000] [--fanout 500] [--sessions 500]
@@ -469,13 +469,15 @@ async def reads_per_second(
 async def memory_per_session(
     port: int, pid: int, n: int, concurrency: int, redis_url: str | None
 ) -> tuple[float, float | None]:
-    """KB per idle session (GET stream open): server RSS growth, Redis used_memory growth."""
+    """KB per idle subscribed session (GET stream open, subscribed to the status
+    resource): server RSS growth, Redis used_memory growth."""
     from redis.asyncio import Redis
 
     redis = Redis.from_url(redis_url) if redis_url else None
     before_rss = rss_kb(pid)
     before_redis = (await redis.info("memory"))["used_memory"] if redis else 0
     clients, _failed, _ = await setup_sessions(port, n, concurrency, name="memory")
+    clients, _refused = await subscribe_all(clients)  # idle SUBSCRIBED sessions
     ready = len(clients)
     rss = (rss_kb(pid) - before_rss) / max(ready, 1)
     redis_kb = None

@@ -77,6 +77,8 @@ def _log_level(value: Any) -> Any:
 
 
 def _redis_url(value: str) -> str:
+    if value == DEFAULT_REDIS_URL:  # valid; and `mcp-lab up` need not import redis-py (~0.1 s)
+        return value
     from redis.connection import parse_url
 
     try:

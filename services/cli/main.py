@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gc
+import importlib
 import json
 import os
 import subprocess
@@ -12,16 +13,23 @@ import time
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
-
-from services import contract, state
+from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.cli.lifeline import PARENT_PID_ENV, watch_parent
-from services.settings import LabSettings
+
+if TYPE_CHECKING:
+    from services.settings import LabSettings
 
 _WAIT_POLL_SECONDS = 0.1
+# What a command imports before it runs (see _import_first): the settings, and the
+# modules of the long-running processes.
+_FIRST_IMPORTS = {
+    "up": ("services.settings", "services.cli.up"),
+    "server": ("services.settings", "services.server.app"),
+    "updater": ("services.settings", "services.updater"),
+}
 
 
 def _settings() -> LabSettings:
@@ -84,6 +92,10 @@ def _cmd_redis_cli(argv: list[str]) -> int:
 
 
 async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
+    import asyncio  # here and below: `up`, which needs neither asyncio nor redis, starts sooner
+
+    from services import state
+
     redis = state.connect(settings.redis_url)
     try:
         target = args.session or contract.ALL_SUBSCRIBERS
@@ -130,6 +142,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 
 async def _reset(settings: LabSettings) -> int:
     # imports the mcp SDK: only where needed, not in healthchecks
+    from services import state
     from services.evidence import reader
 
     redis = state.connect(settings.redis_url)
@@ -144,6 +157,7 @@ async def _reset(settings: LabSettings) -> int:
 
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
+    from services import state
     from services.evidence import reader, report, scoring
     from services.evidence.recorder import lost_in_range, now_ms
 
@@ -210,6 +224,8 @@ async def _healthcheck(settings: LabSettings, process: str) -> int:
     if process == "server":
         host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
         url = f"http://{host}:{settings.port}/healthz"
+        import asyncio
+
         try:
             body = await asyncio.to_thread(_http_get, url)
         except OSError as exc:
@@ -217,6 +233,8 @@ async def _healthcheck(settings: LabSettings, process: str) -> int:
             return 1
         print(body)
         return 0
+    from services import state
+
     redis = state.connect(settings.redis_url)
     try:
         alive = await redis.exists(contract.updater_heartbeat_key(settings.updater_consumer))
@@ -255,6 +273,10 @@ def _cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
+    import asyncio
+
+    from redis.exceptions import RedisError
+
     try:
         return asyncio.run(coro)
     except (RedisError, OSError) as exc:
@@ -262,8 +284,18 @@ def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
         return 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``mcp-lab``."""
+# Commands whose parser needs nothing from services.clients: for these the
+# ``clients`` sub-command (its parser imports the scoring and mcp_types, ~0.2 s)
+# is left out, which keeps it off the start of ``up`` and of the processes it
+# runs. Any other first argument (``clients``, ``--help``, a typo) gets all of them.
+_WITHOUT_CLIENTS = frozenset(
+    {"up", "server", "updater", "trigger", "reset", "report", "probe", "healthcheck"}
+)
+
+
+def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of ``mcp-lab`` (without the ``clients`` sub-command
+    unless ``with_clients``)."""
     parser = argparse.ArgumentParser(
         prog="mcp-lab",
         description="MCP resource-subscription compatibility lab. Settings: MCP_TEST_* and "
@@ -385,9 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("process", choices=["server", "updater"])
     health.set_defaults(func=_cmd_healthcheck)
 
-    from services.clients.cli import add_parser as add_clients_parser
+    if with_clients:
+        from services.clients.cli import add_parser as add_clients_parser
 
-    add_clients_parser(sub)
+        add_clients_parser(sub)
     return parser
 
 
@@ -396,8 +429,29 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["redis-cli"]:  # every later argument is redis-cli's, options included
         sys.exit(_cmd_redis_cli(argv[1:]))
-    args = build_parser().parse_args(argv)
+    with_clients = not argv or argv[0] not in _WITHOUT_CLIENTS
+    args = build_parser(with_clients).parse_args(argv)
+    _import_first(args.command)
     sys.exit(args.func(args))
+
+
+def _import_first(command: str) -> None:
+    """Import what ``command`` needs with the cyclic garbage collector off, then
+    freeze what the imports made and turn the collector on.
+
+    Imports allocate a few hundred thousand objects and free almost none, yet each
+    allocation burst triggers a collection that walks them all: with the collector
+    off, the server process imports with ~25% less CPU (docs/performance.md,
+    "Memory and start-up"). Frozen (``gc.freeze``), those long-lived objects are
+    skipped by every later collection too.
+    """
+    gc.disable()
+    try:
+        for module in _FIRST_IMPORTS.get(command, ("services.settings",)):
+            importlib.import_module(module)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 if __name__ == "__main__":

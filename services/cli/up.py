@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,17 +24,23 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-import redis
-
 from services.catalog import REVIEW_STATUS
 from services.cli import runtime
-from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, launch_redis
 from services.cli.lifeline import PARENT_PID_ENV, die_with_parent
 from services.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
 _STOP_TIMEOUT_SECONDS = 5
 _PING_TIMEOUT_SECONDS = 3
+# How long the embedded Redis may take to answer (loading a large data directory).
+_REDIS_START_SECONDS = 10
+# The updater starts once the server logs this (the server is listening), so that
+# its imports do not take CPU from the server's on the way to the first initialize;
+# at the latest this long after the server (its ready line is INFO: a quieter log
+# level never shows it). Jobs queued meanwhile wait in Redis for it.
+SERVER_READY = "[lab] server ready"
+_UPDATER_AT_LATEST_SECONDS = 3.0
 
 
 class CannotStart(Exception):
@@ -55,14 +62,25 @@ def _say(lock: threading.Lock, text: str) -> None:
         print(f"lab     | {text}", flush=True)
 
 
-def _pump(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
+def _pump(
+    name: str, stream: IO[bytes], lock: threading.Lock, seen: tuple[str, threading.Event] | None
+) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         with lock:
             print(f"{name:<7} | {line}", flush=True)
+        if seen is not None and seen[0] in line:
+            seen[1].set()
 
 
-def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: str,
+    env: dict[str, str],
+    lock: threading.Lock,
+    seen: tuple[str, threading.Event] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``mcp-lab command`` as a child, its output prefixed; ``seen``: an event set
+    when a line containing the text appears."""
     process = subprocess.Popen(
         [sys.executable, "-m", "services", command],
         env=env,
@@ -75,7 +93,8 @@ def _spawn(command: str, env: dict[str, str], lock: threading.Lock) -> subproces
         process_group=0 if os.name == "posix" else None,
     )
     assert process.stdout is not None
-    threading.Thread(target=_pump, args=(command, process.stdout, lock), daemon=True).start()
+    pump = threading.Thread(target=_pump, args=(command, process.stdout, lock, seen), daemon=True)
+    pump.start()
     return process
 
 
@@ -129,6 +148,8 @@ def _check_no_other_up(lock: threading.Lock) -> None:
 
 def _check_redis_answers(settings: LabSettings) -> None:
     """Fail at once, saying what to do, when REDIS_URL names a Redis that does not answer."""
+    import redis  # here: the embedded Redis, the usual case, needs no client in up
+
     url = settings.redis_url
     try:
         client = redis.Redis.from_url(
@@ -179,8 +200,10 @@ def _redis_for_lab(
     port = _embedded_port(options, lock)
     data_dir = None if options.ephemeral else (options.data_dir or runtime.default_data_dir())
     try:
-        embedded = start_redis(port, data_dir=data_dir, with_parent=True)
-    except (RedisNotFound, RuntimeError, OSError) as exc:
+        # Not waited for here: _run starts the server (a second of imports) while
+        # it comes up, then waits for it (_wait_for_redis).
+        embedded = launch_redis(port, data_dir=data_dir, with_parent=True)
+    except (RedisNotFound, OSError) as exc:
         raise CannotStart(f"the embedded Redis did not start: {exc}") from None
     try:
         yield embedded.url, embedded
@@ -267,18 +290,52 @@ def _run(
         "PYTHONUNBUFFERED": "1",
         PARENT_PID_ENV: str(os.getpid()),
     }
-    processes = {name: _spawn(name, env, lock) for name in ("server", "updater")}
-    children = {name: runtime.Proc.of(p.pid) for name, p in processes.items()}
-    if embedded is not None:
-        children["redis"] = runtime.Proc.of(embedded.process.pid)
+    server_ready = threading.Event()
+    processes = {"server": _spawn("server", env, lock, (SERVER_READY, server_ready))}
     me = runtime.Proc.of(os.getpid())
-    runtime.write_record(runtime.UpRecord(me, redis_url, settings.mcp_url, children))
+
+    def record() -> None:
+        children = {name: runtime.Proc.of(p.pid) for name, p in processes.items()}
+        if embedded is not None:
+            children["redis"] = runtime.Proc.of(embedded.process.pid)
+        runtime.write_record(runtime.UpRecord(me, redis_url, settings.mcp_url, children))
+
+    record()
     try:
+        if embedded is not None:
+            _wait_for_redis(embedded, processes)
         with lock:
             print(banner(settings, redis_url, embedded), flush=True)
+        if _server_ready_or_late(server_ready, processes["server"], stopping):
+            processes["updater"] = _spawn("updater", env, lock)
+            record()
         return _supervise(processes, lock, stopping)
     finally:
         runtime.remove_record(me.pid)
+
+
+def _server_ready_or_late(
+    ready: threading.Event, server: subprocess.Popen[bytes], stopping: threading.Event
+) -> bool:
+    """Wait (at most _UPDATER_AT_LATEST_SECONDS) for the server's ready line; False
+    when the server died or up is being stopped meanwhile (no updater is started)."""
+    deadline = time.monotonic() + _UPDATER_AT_LATEST_SECONDS
+    while not ready.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+        if stopping.is_set() or server.poll() is not None:
+            return False
+        if time.monotonic() >= deadline:
+            break
+    return True
+
+
+def _wait_for_redis(embedded: EmbeddedRedis, processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Wait for the embedded Redis, launched beside the server; if it does not
+    answer, stop the server (it would retry forever) and say why."""
+    try:
+        embedded.wait_ready(_REDIS_START_SECONDS)
+    except RuntimeError as exc:
+        _stop(processes)
+        raise CannotStart(f"the embedded Redis did not start: {exc}") from None
 
 
 def _supervise(
@@ -294,6 +351,12 @@ def _supervise(
             exit_code = 1
             break
     _say(lock, "stopping server and updater")
+    _stop(processes)
+    return exit_code
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """One SIGINT to each process still running, then SIGKILL what does not end in time."""
     for process in processes.values():
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -303,4 +366,3 @@ def _supervise(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return exit_code

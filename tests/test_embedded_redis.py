@@ -1,0 +1,31 @@
+"""The redis-server the lab starts itself (``mcp-lab up``, the benchmark, tests)."""
+
+from __future__ import annotations
+
+import redis
+
+from services import contract
+from services.cli.embedded_redis import start_redis
+
+
+def test_a_short_resume_stream_takes_what_it_holds_not_a_whole_stream_node() -> None:
+    """Every session has a resume stream of a few small events; Redis allocates a
+    new stream node of min(4096, stream-node-max-bytes) bytes up front, which made
+    an idle session cost ~4.7 KB of Redis memory (docs/performance.md)."""
+    server = start_redis()
+    try:
+        client = redis.Redis.from_url(server.url)
+        try:
+            key = contract.resume_key("a-session")
+            for stream, message in (("0", ""), ("0", '{"jsonrpc":"2.0","id":0,"result":{}}')):
+                fields = {
+                    contract.RESUME_STREAM_FIELD: stream,
+                    contract.RESUME_MESSAGE_FIELD: message,
+                }
+                client.xadd(key, fields)  # type: ignore[arg-type]
+            used = client.memory_usage(key, samples=0)
+            assert used is not None and used < 2048, used
+        finally:
+            client.close()
+    finally:
+        server.stop()
