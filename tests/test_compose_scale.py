@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.timeout(900)]
 REPLICAS = 3
 SESSIONS = 30
 BOUND = 30.0
+WHOLE_TEST_BOUND = 150.0
 PROTOCOL = "2025-11-25"
 UPDATED = "notifications/resources/updated"
 ADDRESS_FORMAT = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
@@ -205,8 +206,10 @@ async def held_by_lab_replica(redis: Redis) -> dict[str, set[str]]:
     """The lab's own record: lab replica id -> subscribed sessions it holds."""
     held = {}
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN):
-        replica = contract.replica_of_sessions_key(key.decode())
-        held[replica] = {s.decode() for s in await redis.smembers(key)}
+        name = key if isinstance(key, str) else key.decode()
+        held[contract.replica_of_sessions_key(name)] = {
+            str(s, "utf-8") if isinstance(s, bytes) else s for s in await redis.smembers(key)
+        }
     return held
 
 
@@ -218,79 +221,88 @@ async def test_sessions_spread_stick_and_one_publish_reaches_every_replica(
     redis = Redis.from_url(stack.redis_url)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     try:
-        async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(BOUND, read=None), limits=limits) as http,
-            anyio.create_task_group() as streams,
-            connect(url, "scale-sdk-a") as sdk_a,
-            connect(url, "scale-sdk-b") as sdk_b,
-            connect_sse(f"{stack.base_url}/sse", "scale-sse-a") as sse_a,
-            connect_sse(f"{stack.base_url}/sse", "scale-sse-b") as sse_b,
-        ):
-            sdk = [sdk_a, sdk_b, sse_a, sse_b]
-            gate = anyio.Semaphore(10)
-
-            async def opened(session: RawSession) -> None:
-                async with gate:
-                    await open_session(http, url, session, streams)
-
-            async with anyio.create_task_group() as setup:
-                for session in sessions:
-                    setup.start_soon(opened, session)
-            for client in sdk:
-                await client.session.subscribe_resource(STATUS_URI)
-
-            # Spread and stickiness, as the balancer saw it.
-            slot_of = {}
-            for session in sessions:
-                assert len(set(session.served_by)) == 1, (session.name, session.served_by)
-                slot_of[session.session_id] = session.served_by[0]
-            slots = set(slot_of.values())
-            assert len(slots) == REPLICAS, f"sessions reached only {slots}"
-
-            # ... and as the lab saw it: each lab replica holds exactly the sessions of
-            # one balancer slot (its subscribe, GET stream and reads all landed there).
-            held = await held_by_lab_replica(redis)
-            alive = [k async for k in redis.scan_iter(match="mcp:replica:*:alive")]
-            assert len(alive) == REPLICAS
-            assert len(held) == REPLICAS, held
-            by_slot: dict[str, set[str]] = defaultdict(set)
-            for session_id, slot in slot_of.items():
-                by_slot[slot].add(session_id)
-            raw_ids = set(slot_of)
-            assert sorted(map(sorted, by_slot.values())) == sorted(
-                sorted(ids & raw_ids) for ids in held.values()
-            )
-            subscribers = await redis.smembers(contract.subscribers_key(STATUS_URI))
-            assert len(subscribers) == SESSIONS + len(sdk)
-
-            # One publish: every replica's relay receives it ...
-            receivers = await redis.publish(LabSettings().updates_channel, STATUS_URI.encode())
-            assert receivers == REPLICAS
-            # ... and every subscribed session on every replica is notified.
-            with anyio.fail_after(BOUND):
-                for session in sessions:
-                    await session.updated.wait()
-                for client in sdk:
-                    await client.wait_updated(1, timeout=BOUND)
-
-            # DELETE goes to the session's replica too (elsewhere it would be a 404).
-            for session in sessions:
-                response = await http.delete(url, headers=session.headers())
-                session.note(response)
-                assert response.status_code == 200, (session.name, response.status_code)
-                assert set(session.served_by) == {slot_of[session.session_id]}
-            streams.cancel_scope.cancel()
-
-        # The record: every session reached "notified", nothing missing.
-        report = json.loads(
-            stack.compose(
-                "exec", "-T", "--index", "1", "server", "mcp-lab", "report", "--format", "json"
-            )
-        )
-        assert report["missing_events"] == 0
-        levels = {c["client"]: c["level"] for c in report["clients"]}
-        names = [s.name for s in sessions] + ["scale-sdk-a", "scale-sdk-b"]
-        names += ["scale-sse-a", "scale-sse-b"]
-        assert {n: levels.get(n, 0) >= 5 for n in names} == {n: True for n in names}
+        # A bound on everything: an SDK client whose requests reach the wrong replica
+        # waits for replies that never come.
+        with anyio.fail_after(WHOLE_TEST_BOUND):
+            await _drive(stack, url, sessions, redis, limits)
     finally:
         await redis.aclose()
+
+
+async def _drive(
+    stack: Stack, url: str, sessions: list[RawSession], redis: Redis, limits: httpx.Limits
+) -> None:
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(BOUND, read=None), limits=limits) as http,
+        anyio.create_task_group() as streams,
+        connect(url, "scale-sdk-a") as sdk_a,
+        connect(url, "scale-sdk-b") as sdk_b,
+        connect_sse(f"{stack.base_url}/sse", "scale-sse-a") as sse_a,
+        connect_sse(f"{stack.base_url}/sse", "scale-sse-b") as sse_b,
+    ):
+        sdk = [sdk_a, sdk_b, sse_a, sse_b]
+        gate = anyio.Semaphore(10)
+
+        async def opened(session: RawSession) -> None:
+            async with gate:
+                await open_session(http, url, session, streams)
+
+        async with anyio.create_task_group() as setup:
+            for session in sessions:
+                setup.start_soon(opened, session)
+        for client in sdk:
+            await client.session.subscribe_resource(STATUS_URI)
+
+        # Spread and stickiness, as the balancer saw it.
+        slot_of = {}
+        for session in sessions:
+            assert len(set(session.served_by)) == 1, (session.name, session.served_by)
+            slot_of[session.session_id] = session.served_by[0]
+        slots = set(slot_of.values())
+        assert len(slots) == REPLICAS, f"sessions reached only {slots}"
+
+        # ... and as the lab saw it: each lab replica holds exactly the sessions of
+        # one balancer slot (its subscribe, GET stream and reads all landed there).
+        held = await held_by_lab_replica(redis)
+        alive = [k async for k in redis.scan_iter(match="mcp:replica:*:alive")]
+        assert len(alive) == REPLICAS
+        assert len(held) == REPLICAS, held
+        by_slot: dict[str, set[str]] = defaultdict(set)
+        for session_id, slot in slot_of.items():
+            by_slot[slot].add(session_id)
+        raw_ids = set(slot_of)
+        assert sorted(map(sorted, by_slot.values())) == sorted(
+            sorted(ids & raw_ids) for ids in held.values()
+        )
+        subscribers = await redis.smembers(contract.subscribers_key(STATUS_URI))
+        assert len(subscribers) == SESSIONS + len(sdk)
+
+        # One publish: every replica's relay receives it ...
+        receivers = await redis.publish(LabSettings().updates_channel, STATUS_URI.encode())
+        assert receivers == REPLICAS
+        # ... and every subscribed session on every replica is notified.
+        with anyio.fail_after(BOUND):
+            for session in sessions:
+                await session.updated.wait()
+            for client in sdk:
+                await client.wait_updated(1, timeout=BOUND)
+
+        # DELETE goes to the session's replica too (elsewhere it would be a 404).
+        for session in sessions:
+            response = await http.delete(url, headers=session.headers())
+            session.note(response)
+            assert response.status_code == 200, (session.name, response.status_code)
+            assert set(session.served_by) == {slot_of[session.session_id]}
+        streams.cancel_scope.cancel()
+
+    # The record: every session reached "notified", nothing missing.
+    report = json.loads(
+        stack.compose(
+            "exec", "-T", "--index", "1", "server", "mcp-lab", "report", "--format", "json"
+        )
+    )
+    assert report["missing_events"] == 0
+    levels = {c["client"]: c["level"] for c in report["clients"]}
+    names = [s.name for s in sessions] + ["scale-sdk-a", "scale-sdk-b"]
+    names += ["scale-sse-a", "scale-sse-b"]
+    assert {n: levels.get(n, 0) >= 5 for n in names} == {n: True for n in names}
