@@ -426,6 +426,8 @@ async def fanout(
     subscribed, refused = await subscribe_all(clients)
     if failed or refused:
         print(f"  fan-out: {sum(failed.values())} setup failures, {sum(refused.values())} refused")
+        for reason, count in (failed + refused).most_common(3):
+            print(f"  {count} x {reason}")
     await asyncio.gather(*(c.wait_notification(1, 2.0) for c in subscribed))  # floor notifies now
     for client in subscribed:
         client.notifications.clear()

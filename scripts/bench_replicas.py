@@ -57,7 +57,9 @@ class ComposeStack:
         return result.stdout
 
     def up(self, replicas: int, settings: dict[str, str]) -> str:
-        """(Re)start the stack with ``replicas`` servers and ``settings`` (MCP_TEST_*
+        """Start the stack afresh (an empty Redis: the volume goes with the last
+        stack, as Redis cannot be flushed under running replicas without deleting
+        their heartbeats) with ``replicas`` servers and ``settings`` (MCP_TEST_*
         without the prefix); the Redis URL to reach it from here."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
         env.update(
@@ -67,6 +69,8 @@ class ComposeStack:
             MCP_TEST_LOG_LEVEL="WARNING",
         )
         env.update({f"MCP_TEST_{k.upper()}": v for k, v in settings.items()})
+        if self.built:
+            self.down(images=False)
         build = [] if self.built else ["--build"]
         self._run("up", "-d", *build, "--wait", "--scale", f"server={replicas}", env=env)
         self.built = True
@@ -80,8 +84,10 @@ class ComposeStack:
         ).stdout.strip()
         return f"redis://{address}:6379/0"
 
-    def down(self) -> None:
+    def down(self, images: bool = True) -> None:
         self._run("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
+        if not images:
+            return
         subprocess.run(
             ["docker", "image", "rm", "-f"]
             + [f"{self.project}-{s}" for s in ("server", "updater", "balancer")],
@@ -142,7 +148,6 @@ def _one(
     rows: dict[str, str] = {}
     load = os.getloadavg()[0]
     url = stack.up(replicas, {"update_delay_seconds": "0", "state_scope": "session", **extra})
-    bench._flush(url)
     spread: dict[str, int] = {}
     result = asyncio.run(
         bench.storm(
@@ -168,7 +173,6 @@ def _one(
     rows[f"storm {n}: setup sessions/s"] = f"{result.sessions_per_second:.0f}"
 
     url = stack.up(replicas, {"update_delay_seconds": "3600", "state_scope": "shared", **extra})
-    bench._flush(url)
     spread = {}
     receivers: list[int] = []
     latencies = asyncio.run(
