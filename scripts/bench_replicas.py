@@ -64,15 +64,26 @@ class ComposeStack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
         env.update(
             MCP_LAB_SERVER_PORT="0",
-            MCP_LAB_HTTP_PORT=str(self.port),
             DOCKER_BUILDKIT="0",
             MCP_TEST_LOG_LEVEL="WARNING",
         )
         env.update({f"MCP_TEST_{k.upper()}": v for k, v in settings.items()})
-        if self.built:
-            self.down(images=False)
-        build = [] if self.built else ["--build"]
-        self._run("up", "-d", *build, "--wait", "--scale", f"server={replicas}", env=env)
+        for attempt in range(3):
+            if self.built or attempt:
+                self.down(images=False)
+            build = [] if self.built else ["--build"]
+            env["MCP_LAB_HTTP_PORT"] = str(self.port)
+            try:
+                self._run("up", "-d", *build, "--wait", "--scale", f"server={replicas}", env=env)
+                break
+            except RuntimeError as exc:
+                # A port picked free (the balancer's, or the engine's ephemeral one for a
+                # replica) was taken meanwhile, e.g. by one of the bench's own client
+                # sockets: the engine does not pick again, so start over.
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
+                print("  compose up: a port was taken meanwhile; starting again")
+                self.port = bench.free_port()
         self.built = True
         redis_id = self._run("ps", "-q", "redis").strip()
         address = subprocess.run(
