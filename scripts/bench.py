@@ -19,10 +19,15 @@ both with the raw client of scripts/rawmcp.py, and prints one table:
 
     .venv/bin/python scripts/bench.py [--storm 1000] [--fanout 500] [--sessions 500]
         [--reads-seconds 5] [--code DIR] [--only storm,fanout,reads,memory,cold]
+    .venv/bin/python scripts/bench.py --compose-replicas 1,3 [--storm 1000] [--fanout 1000]
 
 ``--code DIR`` runs the lab from another checkout (e.g. ``git archive`` of an older
 commit) with this venv, to compare before and after on the same machine. Every
 phase is bounded: sizes come from the flags, every wait has a timeout.
+
+``--compose-replicas 1,3`` runs the storm and the fan-out instead against the
+compose scale profile (N server replicas behind HAProxy, one Redis) for each
+count, one column per count (scripts/bench_replicas.py); needs Docker.
 """
 
 from __future__ import annotations
@@ -315,10 +320,13 @@ async def storm(
     timeout: float = 60.0,
     server_pid: int | None = None,
     ended: Callable[[], int] | None = None,
+    on_subscribed: Callable[[list[RawClient]], Awaitable[None]] | None = None,
 ) -> StormResult:
     """``n`` sessions, then every one subscribes at once (see the module docstring).
     With ``redis_url`` the evidence record and the subscriber set are checked; the
-    latter once ``ended()`` (sessions the server has ended so far) reaches them all."""
+    latter once ``ended()`` (sessions the server has ended so far) reaches them all.
+    ``on_subscribed`` is awaited with the subscribed clients before the notifications
+    are awaited."""
     started = time.perf_counter()
     cpu = cpu_seconds(server_pid) if server_pid else 0.0
     clients, setup_failed, setup_seconds = await setup_sessions(port, n, concurrency)
@@ -326,6 +334,8 @@ async def storm(
     if server_pid and clients:
         setup_cpu_ms = (cpu_seconds(server_pid) - cpu) * 1000 / len(clients)
     subscribed, refused = await subscribe_all(clients)
+    if on_subscribed is not None:
+        await on_subscribed(subscribed)
     arrived = await asyncio.gather(*(c.wait_notification(1, timeout) for c in subscribed))
     result = StormResult(
         n=n,
@@ -398,25 +408,40 @@ async def floor_storm(port: int, n: int, concurrency: int, timeout: float, pid: 
 
 
 async def fanout(
-    port: int, n: int, redis_url: str, concurrency: int, timeout: float
+    port: int,
+    n: int,
+    redis_url: str,
+    concurrency: int,
+    timeout: float,
+    *,
+    on_subscribed: Callable[[list[RawClient]], Awaitable[None]] | None = None,
+    receivers: list[int] | None = None,
 ) -> list[float]:
-    """Latencies (s) from one publish to each of ``n`` subscribed sessions' notification."""
+    """Latencies (s) from one publish to each of ``n`` subscribed sessions' notification.
+    ``on_subscribed`` is awaited with the subscribed clients before the publish; the
+    publish's receiver count (relays listening) is appended to ``receivers``."""
     from redis.asyncio import Redis
 
     clients, failed, _ = await setup_sessions(port, n, concurrency, name="fanout")
     subscribed, refused = await subscribe_all(clients)
     if failed or refused:
         print(f"  fan-out: {sum(failed.values())} setup failures, {sum(refused.values())} refused")
+        for reason, count in (failed + refused).most_common(3):
+            print(f"  {count} x {reason}")
     await asyncio.gather(*(c.wait_notification(1, 2.0) for c in subscribed))  # floor notifies now
     for client in subscribed:
         client.notifications.clear()
+    if on_subscribed is not None:
+        await on_subscribed(subscribed)
     redis = Redis.from_url(redis_url)
     version = 1_000_000 + int(time.time())
     body = json.dumps({"uri": STATUS_URI, "version": version})
     await redis.hset(f"mcp:state:shared:{STATUS_URI}", mapping={"version": version, "text": "x"})
     loop = asyncio.get_running_loop()
     published = loop.time()
-    await redis.publish(UPDATES_CHANNEL, body)
+    listening = await redis.publish(UPDATES_CHANNEL, body)
+    if receivers is not None:
+        receivers.append(int(listening))
     await redis.aclose()
     await asyncio.gather(*(c.wait_notification(1, timeout) for c in subscribed))
     latencies = [c.notifications[0][0] - published for c in subscribed if c.notifications]
@@ -578,10 +603,23 @@ def main() -> None:
         default="",
         help="modules the lab must run without, comma-separated (e.g. uvloop,httptools)",
     )
+    parser.add_argument(
+        "--compose-replicas",
+        default=None,
+        metavar="N,M",
+        help="storm and fan-out through the compose scale profile with N, then M, replicas",
+    )
     args = parser.parse_args()
+    extra = dict(s.split("=", 1) for s in args.lab_setting)
+    if args.compose_replicas:
+        import bench_replicas
+
+        counts = bench_replicas.parse_counts(args.compose_replicas)
+        print(f"compose scale profile, replicas {counts}  cores: {os.cpu_count()}")
+        bench_replicas.run(counts, args, extra)
+        return
     HIDDEN.extend(filter(None, args.without.split(",")))
     wanted = set(args.only.split(","))
-    extra = dict(s.split("=", 1) for s in args.lab_setting)
     from services.cli.embedded_redis import start_redis
 
     code = args.code.resolve()

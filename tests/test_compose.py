@@ -82,3 +82,26 @@ def test_the_published_port_follows_the_server_port() -> None:
     (published,) = compose["services"]["server"]["ports"]
     assert published.startswith("127.0.0.1:"), published  # loopback only
     assert published.endswith(":${MCP_TEST_PORT:-8089}"), published
+
+
+def test_the_scale_profile_puts_the_balancer_on_the_published_port() -> None:
+    """``--profile scale`` adds the balancer on the port the server has without it;
+    ``MCP_LAB_SERVER_PORT=0`` moves the replicas off it (README "Several replicas")."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["balancer"]["profiles"] == ["scale"]
+    assert all("profiles" not in services[name] for name in ("redis", "server", "updater"))
+    (server_port,) = services["server"]["ports"]
+    (balancer_port,) = services["balancer"]["ports"]
+    default = "${MCP_LAB_HTTP_PORT:-${MCP_TEST_PORT:-8089}}"
+    assert server_port.startswith("127.0.0.1:${MCP_LAB_SERVER_PORT:-" + default + "}:")
+    assert balancer_port == f"127.0.0.1:{default}:8089"
+
+
+def test_every_variable_of_the_balancer_config_is_set_by_compose() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    environment = compose["services"]["balancer"]["environment"]
+    used = set(re.findall(r"\$\{(\w+)\}", (ROOT / "deploy" / "haproxy.cfg").read_text()))
+    assert used and used <= set(environment), sorted(used - set(environment))
+    assert environment["LAB_SERVER_PORT"] == "${MCP_TEST_PORT:-8089}"
+    assert environment["LAB_MCP_PATH"] == "${MCP_TEST_PATH:-/mcp}"
