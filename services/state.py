@@ -85,6 +85,12 @@ return versions
 # settings (MCP_TEST_REDIS_MAX_CONNECTIONS, MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS).
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_POOL_TIMEOUT_SECONDS = 20.0
+# How long opening one connection may take. A burst opens a pool's worth at once
+# (three replicas: up to 300 connects to one Redis); at 5 s a loaded machine
+# refused 87 of 1,000 subscribes with "Timeout connecting to server"
+# (docs/performance.md, "Several replicas"). A Redis that is down refuses the
+# connection at once, so this bound is only reached by a slow or unreachable one.
+CONNECT_TIMEOUT_SECONDS = 15.0
 
 
 def connect(
@@ -111,7 +117,7 @@ def connect(
         max_connections=max_connections,
         timeout=pool_timeout,
         decode_responses=decode,
-        socket_connect_timeout=5,
+        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         socket_timeout=socket_timeout,
         health_check_interval=15,
         retry=_reconnect_retry() if reconnect else None,
