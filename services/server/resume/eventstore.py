@@ -134,32 +134,37 @@ class RedisEventStore(EventStore):
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
-        key = contract.resume_key(self._session)
-        fields = {
-            contract.RESUME_STREAM_FIELD: str(stream_id),
-            contract.RESUME_MESSAGE_FIELD: encode(message),
-        }
-        owner = contract.session_owner_key(self._session)
-
-        def add(pipe: Any) -> int:
-            pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)
-            pipe.expire(key, self._ttl)
-            pipe.set(owner, self._replica, ex=self._ttl)
-            return 3
-
+        fields = self._fields(stream_id, message)
         try:
             # No timeout of its own: in a burst the store waits its turn in the
             # writer's queue, and the writer bounds each round trip to Redis.
-            entry_id, *_ = await self._writer.submit(add)
+            entry_id, *_ = await self._writer.submit(lambda pipe: self._add(pipe, fields))
         except (RedisError, OSError, TimeoutError) as exc:
-            logger.warning(
-                "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
-                exc or type(exc).__name__,
-                self._session,
-                stream_id,
-            )
+            self._not_kept(exc, stream_id)
             return ""
         return str(entry_id)
+
+    def _fields(self, stream_id: StreamId, message: JSONRPCMessage | None) -> dict[str, str]:
+        return {
+            contract.RESUME_STREAM_FIELD: str(stream_id),
+            contract.RESUME_MESSAGE_FIELD: encode(message),
+        }
+
+    def _add(self, pipe: Any, fields: dict[str, str]) -> int:
+        """Add the commands keeping one event to ``pipe``: its entry id is the first reply."""
+        key = contract.resume_key(self._session)
+        pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)
+        pipe.expire(key, self._ttl)
+        pipe.set(contract.session_owner_key(self._session), self._replica, ex=self._ttl)
+        return 3
+
+    def _not_kept(self, exc: BaseException, stream_id: StreamId) -> None:
+        logger.warning(
+            "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
+            exc or type(exc).__name__,
+            self._session,
+            stream_id,
+        )
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -215,3 +220,54 @@ class RedisEventStore(EventStore):
             await send_callback(EventMessage(message, event_id))
             await self._on_replayed(self._session, message)
         return stream
+
+
+async def store_events(
+    events: list[tuple[EventStore, StreamId, JSONRPCMessage]],
+) -> list[EventId | None]:
+    """Keep many events at once (a fan-out): their ids, in order; ``""`` for one
+    Redis did not keep (logged), None for one without a store.
+
+    The events of :class:`RedisEventStore` s sharing a writer go in ONE submit
+    (one pipeline, each event's commands as ``store_event`` adds them); any
+    other store is asked event by event. Never raises.
+    """
+    ids: list[EventId | None] = [None] * len(events)
+    batches: dict[int, list[int]] = {}
+    others: list[int] = []
+    for at, (store, _, _) in enumerate(events):
+        if isinstance(store, RedisEventStore):
+            batches.setdefault(id(store._writer), []).append(at)
+        else:
+            others.append(at)
+
+    async def keep_batch(indexes: list[int]) -> None:
+        stores = [cast(RedisEventStore, events[i][0]) for i in indexes]
+        fields = [store._fields(*events[i][1:]) for store, i in zip(stores, indexes, strict=True)]
+
+        def add(pipe: Any) -> int:
+            return sum(s._add(pipe, f) for s, f in zip(stores, fields, strict=True))
+
+        try:
+            replies = await stores[0]._writer.submit(add)
+        except (RedisError, OSError, TimeoutError) as exc:
+            # The writer fails a submit as a whole: none of its entries can be told kept.
+            for store, i in zip(stores, indexes, strict=True):
+                store._not_kept(exc, events[i][1])
+                ids[i] = ""
+            return
+        for n, i in enumerate(indexes):
+            ids[i] = str(replies[3 * n])
+
+    async def keep_one(at: int) -> None:
+        store, stream_id, message = events[at]
+        try:
+            ids[at] = await store.store_event(stream_id, message)
+        except Exception as exc:  # another store: must not stop the fan-out
+            logger.warning("[resume] event not kept (%r): stream=%s", exc, stream_id)
+            ids[at] = ""
+
+    await asyncio.gather(
+        *(keep_batch(indexes) for indexes in batches.values()), *(keep_one(i) for i in others)
+    )
+    return ids
