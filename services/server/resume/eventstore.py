@@ -134,37 +134,32 @@ class RedisEventStore(EventStore):
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
-        fields = self._fields(stream_id, message)
-        try:
-            # No timeout of its own: in a burst the store waits its turn in the
-            # writer's queue, and the writer bounds each round trip to Redis.
-            entry_id, *_ = await self._writer.submit(lambda pipe: self._add(pipe, fields))
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._not_kept(exc, stream_id)
-            return ""
-        return str(entry_id)
-
-    def _fields(self, stream_id: StreamId, message: JSONRPCMessage | None) -> dict[str, str]:
-        return {
+        key = contract.resume_key(self._session)
+        fields = {
             contract.RESUME_STREAM_FIELD: str(stream_id),
             contract.RESUME_MESSAGE_FIELD: encode(message),
         }
+        owner = contract.session_owner_key(self._session)
 
-    def _add(self, pipe: Any, fields: dict[str, str]) -> int:
-        """Add the commands keeping one event to ``pipe``: its entry id is the first reply."""
-        key = contract.resume_key(self._session)
-        pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)
-        pipe.expire(key, self._ttl)
-        pipe.set(contract.session_owner_key(self._session), self._replica, ex=self._ttl)
-        return 3
+        def add(pipe: Any) -> int:
+            pipe.xadd(key, fields, maxlen=self._max_events, approximate=True)
+            pipe.expire(key, self._ttl)
+            pipe.set(owner, self._replica, ex=self._ttl)
+            return 3
 
-    def _not_kept(self, exc: BaseException, stream_id: StreamId) -> None:
-        logger.warning(
-            "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
-            exc or type(exc).__name__,
-            self._session,
-            stream_id,
-        )
+        try:
+            # No timeout of its own: in a burst the store waits its turn in the
+            # writer's queue, and the writer bounds each round trip to Redis.
+            entry_id, *_ = await self._writer.submit(add)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning(
+                "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
+                exc or type(exc).__name__,
+                self._session,
+                stream_id,
+            )
+            return ""
+        return str(entry_id)
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -222,42 +217,83 @@ class RedisEventStore(EventStore):
         return stream
 
 
+# Keeps one event in each of many sessions' resume streams, as ``store_event`` does
+# (XADD, EXPIRE, SET owner), in one command: KEYS are (resume key, owner key) pairs;
+# ARGV: stream field, stream id, message field, message, max length, ttl, replica.
+_STORE_MANY = """
+local ids = {}
+for i = 1, #KEYS, 2 do
+  ids[#ids + 1] = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[5], '*',
+                             ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[i], ARGV[6])
+  redis.call('SET', KEYS[i + 1], ARGV[7], 'EX', ARGV[6])
+end
+return ids
+"""
+# Sessions per script call: bounds how long one call holds Redis.
+_STORE_MANY_CHUNK = 500
+
+
 async def store_events(
     events: list[tuple[EventStore, StreamId, JSONRPCMessage]],
 ) -> list[EventId | None]:
     """Keep many events at once (a fan-out): their ids, in order; ``""`` for one
     Redis did not keep (logged), None for one without a store.
 
-    The events of :class:`RedisEventStore` s sharing a writer go in ONE submit
-    (one pipeline, each event's commands as ``store_event`` adds them); any
-    other store is asked event by event. Never raises.
+    Events for :class:`RedisEventStore` s go to Redis in ONE submit per writer:
+    a script call per same message (and stream, limits, replica) and up to
+    :data:`_STORE_MANY_CHUNK` sessions, each session's entry made as
+    ``store_event`` makes it, in the order given. Any other store is asked event
+    by event. Never raises.
     """
     ids: list[EventId | None] = [None] * len(events)
-    batches: dict[int, list[int]] = {}
+    by_writer: dict[int, dict[tuple[Any, ...], list[int]]] = {}
     others: list[int] = []
-    for at, (store, _, _) in enumerate(events):
+    for at, (store, stream_id, message) in enumerate(events):
         if isinstance(store, RedisEventStore):
-            batches.setdefault(id(store._writer), []).append(at)
+            same = (str(stream_id), encode(message), store._max_events, store._ttl, store._replica)
+            by_writer.setdefault(id(store._writer), {}).setdefault(same, []).append(at)
         else:
             others.append(at)
 
-    async def keep_batch(indexes: list[int]) -> None:
-        stores = [cast(RedisEventStore, events[i][0]) for i in indexes]
-        fields = [store._fields(*events[i][1:]) for store, i in zip(stores, indexes, strict=True)]
+    async def keep_batch(groups: dict[tuple[Any, ...], list[int]]) -> None:
+        calls: list[tuple[list[int], list[str]]] = []
+        for (stream_id, data, max_events, ttl, replica), indexes in groups.items():
+            argv = [contract.RESUME_STREAM_FIELD, stream_id, contract.RESUME_MESSAGE_FIELD, data]
+            argv += [str(max_events), str(ttl), replica]
+            for first in range(0, len(indexes), _STORE_MANY_CHUNK):
+                chunk = indexes[first : first + _STORE_MANY_CHUNK]
+                keys = []
+                for i in chunk:
+                    session = cast(RedisEventStore, events[i][0])._session
+                    keys += [contract.resume_key(session), contract.session_owner_key(session)]
+                calls.append((chunk, keys + argv))
 
         def add(pipe: Any) -> int:
-            return sum(s._add(pipe, f) for s, f in zip(stores, fields, strict=True))
+            for chunk, args in calls:
+                pipe.eval(_STORE_MANY, 2 * len(chunk), *args)
+            return len(calls)
 
+        writer = cast(RedisEventStore, events[calls[0][0][0]][0])._writer
         try:
-            replies = await stores[0]._writer.submit(add)
+            replies = await writer.submit(add)
         except (RedisError, OSError, TimeoutError) as exc:
             # The writer fails a submit as a whole: none of its entries can be told kept.
-            for store, i in zip(stores, indexes, strict=True):
-                store._not_kept(exc, events[i][1])
+            indexes = [i for chunk, _ in calls for i in chunk]
+            for i in indexes:
                 ids[i] = ""
+            logger.warning(
+                "[resume] %d events not kept (%s), first session=%s stream=%s; "
+                "they cannot be replayed",
+                len(indexes),
+                exc or type(exc).__name__,
+                cast(RedisEventStore, events[indexes[0]][0])._session,
+                events[indexes[0]][1],
+            )
             return
-        for n, i in enumerate(indexes):
-            ids[i] = str(replies[3 * n])
+        for (chunk, _), kept in zip(calls, replies, strict=True):
+            for i, entry_id in zip(chunk, kept, strict=True):
+                ids[i] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def keep_one(at: int) -> None:
         store, stream_id, message = events[at]
@@ -268,6 +304,6 @@ async def store_events(
             ids[at] = ""
 
     await asyncio.gather(
-        *(keep_batch(indexes) for indexes in batches.values()), *(keep_one(i) for i in others)
+        *(keep_batch(groups) for groups in by_writer.values()), *(keep_one(i) for i in others)
     )
     return ids
