@@ -12,6 +12,14 @@ is notified then.
 The channel is read as bytes (the Redis client does not decode it), so a payload
 that is not UTF-8, or is megabytes long, is one ignored message with one short
 log line, not an error that drops the subscription.
+
+One message to many sessions is a fan-out: the version is read once per state
+scope, and the Streamable HTTP sessions' GET streams are written to together
+(the notification built once, the resume events stored together, the evidence
+records written together; see ``Relay._fan_out`` and docs/performance.md,
+"Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified
+through their own senders. Each send is bounded, so one stuck client does not
+hold up the others.
 """
 
 from __future__ import annotations
