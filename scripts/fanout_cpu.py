@@ -34,11 +34,22 @@ AFTER_SECONDS = 1.0
 SPY_SECONDS = 4
 
 
+def cpu_seconds(stat: int) -> float:
+    """User + system CPU time of the process whose ``/proc/PID/stat`` is open as ``stat``
+    (read again each time, through the same descriptor)."""
+    fields = os.pread(stat, 4096, 0).decode().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def publishes(
     port: int, n: int, url: str, pid: int, rounds: int, spy: str, concurrency: int
 ) -> None:
     from redis.asyncio import Redis
 
+    # Opened before the sessions, which may take every file descriptor left.
+    redis = Redis.from_url(url)
+    await redis.ping()
+    stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     clients, failed, _ = await bench.setup_sessions(port, n, concurrency, name="fanout")
     # Subscribed ``concurrency`` at a time: this measures the fan-out, not a storm.
     subscribed: list[bench.RawClient] = []
@@ -49,7 +60,6 @@ async def publishes(
         refused += no
     print(f"sessions: {len(subscribed)} subscribed, {sum(failed.values())} failed setup, "
           f"{sum(refused.values())} refused")  # fmt: skip
-    redis = Redis.from_url(url)
     await asyncio.sleep(SETTLE_SECONDS)  # the subscribes' evidence and log writes
     spying: subprocess.Popen[bytes] | None = None
     try:
@@ -66,13 +76,13 @@ async def publishes(
             key = f"mcp:state:shared:{bench.STATUS_URI}"
             await redis.hset(key, mapping={"version": version, "text": "x"})
             body = json.dumps({"uri": bench.STATUS_URI, "version": version})
-            cpu = bench.cpu_seconds(pid)
+            cpu = cpu_seconds(stat)
             published = asyncio.get_running_loop().time()
             await redis.publish(bench.UPDATES_CHANNEL, body)
             await asyncio.gather(*(c.wait_notification(1, 120.0) for c in subscribed))
             got = [c.notifications[0][0] - published for c in subscribed if c.notifications]
             await asyncio.sleep(AFTER_SECONDS)
-            cpu_ms = (bench.cpu_seconds(pid) - cpu) * 1000
+            cpu_ms = (cpu_seconds(stat) - cpu) * 1000
             print(
                 f"publish {round_}: {len(got)} notified, p50/p99/max "
                 f"{bench.pct(got, 0.5):.1f} / {bench.pct(got, 0.99):.1f} / "
@@ -84,6 +94,7 @@ async def publishes(
         if spying is not None:
             spying.wait(timeout=SPY_SECONDS + 30)
         await redis.aclose()
+        os.close(stat)
         await asyncio.gather(*(c.end() for c in clients))
 
 
