@@ -67,10 +67,12 @@ def _collection_deferred() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a publish goes out.
 
     A fan-out allocates enough to trigger a collection, and a full one scans every
-    object of every session held (~0.4 s of CPU per 1,000 sessions, measured with
-    py-spy): the notifications would wait for it. Paused, the collection runs
-    after the publish instead (at the next allocation); nothing is skipped. The
-    publish is bounded (each send and store has its timeout), so is the pause.
+    object of every session held (0.5-3.6 s of wall time with 1,000 sessions on the
+    loaded 2-core benchmark machine, timed with ``gc.callbacks``; see
+    docs/performance.md, "Fan-out"): the notifications would wait for it. Paused,
+    the collection runs after the publish instead (at the next allocation);
+    nothing is skipped. The publish is bounded (each store and send has its
+    timeout), so is the pause.
     """
     if not gc.isenabled():
         yield
