@@ -61,6 +61,18 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sent:
+    """One notification sent, for :meth:`Recorder.sent_many`."""
+
+    peer: Peer
+    method: str
+    uri: str | None
+    version: int | None
+    delivered: bool
+    ts_ms: int
+
+
 class Recorder:
     """Writes events to Redis (through ``writer`` when given: batched)."""
 
@@ -93,6 +105,36 @@ class Recorder:
                 event.direction,
                 event.method,
                 event.session,
+            )
+            return
+        if self._unsaved:
+            await self.save_lost()
+
+    async def record_many(self, events: list[contract.Event]) -> None:
+        """Add several events in one pipeline (a fan-out's records), in order; on a
+        Redis error count each as lost and log once (never raises)."""
+        if not events:
+            return
+        all_fields = [event.fields() for event in events]
+
+        def add(pipe: Any) -> int:
+            for fields in all_fields:
+                pipe.xadd(contract.EVENTS_STREAM, fields, maxlen=self._max_events, approximate=True)
+            return len(all_fields)
+
+        try:
+            await self._writer.submit(add)
+        except (RedisError, OSError) as exc:
+            for event in events:
+                self._count_lost(event)
+            logger.warning(
+                "[evidence] %d events not recorded (%s); %d lost so far: %s %s, first session=%s",
+                len(events),
+                exc,
+                self.lost,
+                events[0].direction,
+                events[0].method,
+                events[0].session,
             )
             return
         if self._unsaved:
@@ -143,6 +185,15 @@ class Recorder:
     ) -> None:
         """Record a notification sent to ``peer``."""
         await self.record(_event(peer, "out", method, now_ms(), uri, version, delivered=delivered))
+
+    async def sent_many(self, sent: list[Sent]) -> None:
+        """Record several notifications at once (one publish to many sessions)."""
+        await self.record_many(
+            [
+                _event(s.peer, "out", s.method, s.ts_ms, s.uri, s.version, delivered=s.delivered)
+                for s in sent
+            ]
+        )
 
     async def resumed(self, peer: Peer, method: str, uri: str | None) -> None:
         """Record a notification written to a stream the client resumed (``Last-Event-ID``)."""

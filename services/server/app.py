@@ -409,6 +409,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             send_updated=session.send_resource_updated,
             send_list_changed=session.send_resource_list_changed,
             always_open=not peer.on_streamable_http,
+            get_stream=mcp_adapter.get_stream_of(lab.http_sessions, session),
         )
         job_id = await lab.subscribe(subscriber, uri)
         event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")

@@ -20,6 +20,20 @@ Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
   Streamable HTTP, whose lifespan the lab's app runs (app.py).
 * ``ServerSession.send_resource_updated`` drops a message silently when no
   stream is open (sessions.py, get_streams.py track streams for the evidence).
+
+For a fan-out (one publish to many Streamable HTTP sessions, relay.py) the lab
+does the message router's work itself (:class:`GetStream`, :func:`get_stream_of`),
+relying on: ``ServerSession._connection`` (its ``session_id`` and ``outbound``);
+the loop-mode outbound being a ``JSONRPCDispatcher`` whose ``_write_stream`` is
+the transport's ``_write_stream`` and whose ``_closed`` says it dropped out;
+``HttpSessions._manager._server_instances``; ``StreamableHTTPServerTransport``'s
+``_event_store``, ``is_terminated`` and ``_request_streams[GET_STREAM_KEY]``
+(a (send, receive) pair of a memory stream of ``EventMessage``; the router
+stores each message before putting it there, and puts it there only when that
+stream is open); the SDK building a notification as ``JSONRPCNotification``
+from ``notification.model_dump(by_alias=True, mode="json", exclude_none=True)``
+and serialising it with ``model_dump_json(by_alias=True, exclude_unset=True)``
+(:class:`PreparedNotification`).
 """
 
 from __future__ import annotations
@@ -30,13 +44,22 @@ from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any
 
+import mcp_types
+from anyio.streams.memory import MemoryObjectSendStream
 from fastmcp import FastMCP
 from fastmcp.server.http import StreamableHTTPASGIApp
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http import EventStore
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    EventMessage,
+    EventStore,
+    StreamableHTTPServerTransport,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from pydantic import BaseModel
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types import JSONRPCNotification
+from pydantic import BaseModel, PrivateAttr
 from starlette.applications import Starlette
 
 # The releases this module (and the behaviour listed above) was checked against.
@@ -265,3 +288,98 @@ def typed_hooks_run_now() -> bool:
     from fastmcp.server.middleware.middleware import _dispatch_phase
 
     return _dispatch_phase.get() in ("all", "typed")
+
+
+# ------------------------------------------------------------ fan-out, one publish to many
+
+
+class PreparedNotification(JSONRPCNotification):
+    """A JSON-RPC notification serialised once, however many streams carry it.
+
+    The SDK serialises each message it writes to a Streamable HTTP stream with
+    ``model_dump_json(by_alias=True, exclude_unset=True)``, and the lab's event
+    store keeps the same form (``resume.eventstore.encode``). For a publish to
+    thousands of sessions that is the same text thousands of times: this model
+    answers that exact call with the text made when it was built (any other
+    call is pydantic's own). Build it with :func:`prepared_notification`.
+    """
+
+    _json: str = PrivateAttr(default="")
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        if self._json and kwargs == _SDK_DUMP:
+            return self._json
+        return super().model_dump_json(**kwargs)
+
+
+_SDK_DUMP: dict[str, Any] = {"by_alias": True, "exclude_unset": True}
+
+
+def prepared_notification(notification: mcp_types.ServerNotification) -> PreparedNotification:
+    """``notification`` as the JSON-RPC message ``ServerSession.send_notification``
+    would write for it (params dumped as the SDK dumps them), serialised once."""
+    data = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    params = data.get("params")
+    if params is not None:
+        message = PreparedNotification(jsonrpc="2.0", method=data["method"], params=dict(params))
+    else:
+        message = PreparedNotification(jsonrpc="2.0", method=data["method"])
+    message._json = JSONRPCNotification.model_dump_json(message, **_SDK_DUMP)
+    return message
+
+
+class GetStream:
+    """The standalone GET stream of one Streamable HTTP session, written to without
+    going through the session's write stream.
+
+    ``ServerSession.send_notification`` dumps a pydantic notification, builds a
+    JSON-RPC message, and hands it through the session's write stream to the
+    transport's message router, which stores it in the session's event store
+    and then puts ``EventMessage(message, event_id)`` on the GET stream's queue
+    (``transport._request_streams[GET_STREAM_KEY]``) if that stream is open. A
+    fan-out does the router's two steps itself, for many sessions at once, with
+    one prepared message: the same store, the same queue, the same SSE event.
+    Only for a session served in loop mode by a ``JSONRPCDispatcher`` whose write
+    stream is this transport's (checked in :func:`get_stream_of`).
+    """
+
+    __slots__ = ("_dispatcher", "_transport")
+
+    def __init__(self, transport: StreamableHTTPServerTransport, dispatcher: Any) -> None:
+        self._transport = transport
+        self._dispatcher = dispatcher
+
+    @property
+    def usable(self) -> bool:
+        """Whether the session still takes messages (the SDK would not drop them)."""
+        return not self._transport.is_terminated and not self._dispatcher._closed
+
+    @property
+    def event_store(self) -> EventStore | None:
+        """The session's event store (None: not resumable)."""
+        store: EventStore | None = self._transport._event_store
+        return store
+
+    def queue(self) -> MemoryObjectSendStream[EventMessage] | None:
+        """The open GET stream's queue (None: no GET stream open now)."""
+        pair = self._transport._request_streams.get(GET_STREAM_KEY)
+        return None if pair is None else pair[0]
+
+
+def get_stream_of(sessions: HttpSessions, session: ServerSession) -> GetStream | None:
+    """The :class:`GetStream` of the Streamable HTTP session behind ``session``, or
+    None when its notifications must go through the SDK (another transport, the
+    2026 era's notify-only channel, a session the manager no longer holds)."""
+    manager = sessions._manager
+    session_id = session._connection.session_id
+    if manager is None or not session_id:
+        return None
+    transport = manager._server_instances.get(str(session_id))
+    outbound = session._connection.outbound
+    if not isinstance(transport, StreamableHTTPServerTransport) or not isinstance(
+        outbound, JSONRPCDispatcher
+    ):
+        return None
+    if outbound._write_stream is not transport._write_stream:
+        return None
+    return GetStream(transport, outbound)

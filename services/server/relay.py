@@ -12,23 +12,41 @@ is notified then.
 The channel is read as bytes (the Redis client does not decode it), so a payload
 that is not UTF-8, or is megabytes long, is one ignored message with one short
 log line, not an error that drops the subscription.
+
+One message to many sessions is a fan-out: the version is read once per state
+scope, and the Streamable HTTP sessions' GET streams are written to together
+(the notification built once, the resume events stored together, the evidence
+records written together; see ``Relay._fan_out`` and docs/performance.md,
+"Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified
+through their own senders. Each send is bounded, so one stuck client does not
+hold up the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import cast
 
+import anyio
+import mcp_types
+from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, EventStore
+from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, logs, state
 from services.catalog import Catalog
-from services.evidence.recorder import Recorder
+from services.evidence.recorder import Recorder, Sent, now_ms
 from services.logs import event
 from services.reconnect import keep_running
+from services.server import mcp_adapter
+from services.server.mcp_adapter import PreparedNotification
+from services.server.resume.eventstore import store_events
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
 
@@ -38,6 +56,78 @@ UPDATED = "notifications/resources/updated"
 LIST_CHANGED = "notifications/resources/list_changed"
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
+_NO_STREAM = "delivered=no (no open GET stream)"
+# Event loop rounds a fan-out yields for the GET streams' writers before its
+# bookkeeping (measured: enough for 1,000 sessions' notifications to reach the socket).
+_WRITER_ROUNDS = 12
+
+
+@contextlib.contextmanager
+def _collection_deferred() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a publish goes out.
+
+    A fan-out allocates enough to trigger a collection, and a full one scans every
+    object of every session held (0.5-3.6 s of wall time with 1,000 sessions on the
+    loaded 2-core benchmark machine, timed with ``gc.callbacks``; see
+    docs/performance.md, "Fan-out"): the notifications would wait for it. Paused,
+    the collection runs after the publish instead (at the next allocation);
+    nothing is skipped. The publish is bounded (each store and send has its
+    timeout), so is the pause.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+async def _let_writers_run() -> None:
+    """Yield to the event loop for a few rounds, so that the GET streams' writers
+    woken by a fan-out's puts write the notifications before the fan-out's own
+    bookkeeping (evidence records, log lines) takes the CPU: each round lets every
+    ready task take one step, and a notification's way from the queue to the
+    socket is a handful of steps (the SDK's stream writer, sse-starlette, the ASGI
+    send chain). Bounded: the bookkeeping waits at most these rounds."""
+    for _ in range(_WRITER_ROUNDS):
+        await asyncio.sleep(0)
+
+
+def _failed(exc: BaseException) -> str:
+    return f"delivered=no (send failed: {type(exc).__name__})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One notification sent (or not), to log and record."""
+
+    target: Subscriber
+    method: str
+    uri: str
+    version: int | str | None
+    delivered: bool
+    problem: str
+    ts_ms: int
+
+    def sent(self) -> Sent:
+        uri = self.uri if self.method == UPDATED else None
+        version = self.version if isinstance(self.version, int) and uri else None
+        return Sent(self.target.peer, self.method, uri, version, self.delivered, self.ts_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """One event of a fan-out, on its way to a session's GET stream."""
+
+    target: Subscriber
+    method: str
+    version: int | str | None
+    event: EventMessage
+
+    def outcome(self, uri: str, delivered: bool, problem: str) -> _Outcome:
+        return _Outcome(self.target, self.method, uri, self.version, delivered, problem, now_ms())
 
 
 class Relay:
@@ -128,7 +218,7 @@ class Relay:
                         target.peer.session,
                     )
                     update = contract.UpdateMessage(uri, target.peer.session, current)
-                    await self._notify(target, update)
+                    await self._notify_all([target], update)
         logger.info("[relay] reconcile checked=%d notified=%d", checked, notified)
 
     async def handle(self, payload: bytes | str) -> None:
@@ -156,8 +246,8 @@ class Relay:
             )
             return
         self.messages_relayed += 1
-        # Concurrently, each bounded: one stuck client must not hold up the others.
-        await asyncio.gather(*(self._notify(target, message) for target in targets))
+        with _collection_deferred():
+            await self._notify_all(targets, message)
 
     @staticmethod
     def _already_told(target: Subscriber, message: contract.UpdateMessage) -> bool:
@@ -175,14 +265,157 @@ class Relay:
         )
         return True
 
-    async def _notify(self, target: Subscriber, message: contract.UpdateMessage) -> None:
-        version: int | str | None = message.version
-        if version is None:
-            version = await self._current_version(target, message.uri)
-        event("resource/update", f"uri={message.uri} version={version}", target.peer)
-        if isinstance(version, int):
-            target.known[message.uri] = max(version, target.known.get(message.uri, 0))
-        await self._send(target, UPDATED, message.uri, version, target.send_updated(message.uri))
+    async def _notify_all(self, targets: list[Subscriber], message: contract.UpdateMessage) -> None:
+        """Notify ``targets`` of one message: the version read once per state scope
+        (not per session), the Streamable HTTP sessions' GET streams written to
+        together (:meth:`_fan_out`), every other subscriber through its own sender.
+        Concurrently, each bounded: one stuck client must not hold up the others."""
+        versions = await self._versions(targets, message)
+        direct: list[tuple[Subscriber, int | str | None]] = []
+        others: list[tuple[Subscriber, int | str | None]] = []
+        for target, version in zip(targets, versions, strict=True):
+            if isinstance(version, int):
+                target.known[message.uri] = max(version, target.known.get(message.uri, 0))
+            stream = target.get_stream
+            (direct if stream is not None and stream.usable else others).append((target, version))
+        await asyncio.gather(
+            self._fan_out(direct, message.uri),
+            *(self._notify(target, message.uri, version) for target, version in others),
+        )
+
+    async def _versions(
+        self, targets: list[Subscriber], message: contract.UpdateMessage
+    ) -> list[int | str | None]:
+        """Per target, the version to tell: the message's, else the current one of
+        its state scope, read once per scope (``"?"`` if Redis could not say)."""
+        if message.version is not None:
+            return [message.version] * len(targets)
+        scope_of = self._settings.state_scope
+        scopes = [contract.scope_of(t.peer.session, scope_of) for t in targets]
+        distinct = list(dict.fromkeys(scopes))
+        read = await asyncio.gather(*(self._read_version(scope, message.uri) for scope in distinct))
+        current = dict(zip(distinct, read, strict=True))
+        return [current[scope] for scope in scopes]
+
+    def _prepared(self, uri: str) -> list[tuple[str, PreparedNotification]]:
+        """The notifications of one update, as the SDK would build them, built once."""
+        updated = mcp_types.ResourceUpdatedNotification(
+            params=mcp_types.ResourceUpdatedNotificationParams(uri=uri)
+        )
+        prepared = [(UPDATED, mcp_adapter.prepared_notification(updated))]
+        if self._settings.send_list_changed:
+            changed = mcp_types.ResourceListChangedNotification()
+            prepared.append((LIST_CHANGED, mcp_adapter.prepared_notification(changed)))
+        return prepared
+
+    async def _fan_out(self, targets: list[tuple[Subscriber, int | str | None]], uri: str) -> None:
+        """Notify Streamable HTTP sessions by writing to their GET streams directly,
+        as the SDK's message router would: the notification built and serialised
+        once; every session's event stored for resumption (together, see
+        :func:`store_events`; each gets its own event id), then put on the session's
+        GET stream queue if one is open. A queue that is full (a client not
+        reading) gets a bounded wait of its own; the rest are recorded at once.
+        Delivered: the lab saw the GET stream open and the put succeeded."""
+        if not targets:
+            return
+        prepared = self._prepared(uri)
+        entries: list[tuple[EventStore, str, JSONRPCMessage]] = []
+        for target, _ in targets:
+            store = cast(mcp_adapter.GetStream, target.get_stream).event_store
+            if store is not None:
+                entries += [(store, GET_STREAM_KEY, message) for _, message in prepared]
+        ids = iter(await self._store(entries))
+        outcomes: list[_Outcome] = []
+        blocked: list[tuple[_Pending, list[_Pending]]] = []
+        for target, version in targets:
+            stream = cast(mcp_adapter.GetStream, target.get_stream)
+            kept = stream.event_store is not None
+            queue = stream.queue()
+            can_deliver = self._registry.can_deliver(target)
+            pending = []
+            for method, message in prepared:
+                event_id = next(ids) if kept else None
+                pending.append(_Pending(target, method, version, EventMessage(message, event_id)))
+            for at, item in enumerate(pending):
+                if queue is None:  # the SDK would store it and drop it, as here
+                    outcomes.append(item.outcome(uri, False, _NO_STREAM))
+                    continue
+                try:
+                    queue.send_nowait(item.event)
+                except anyio.WouldBlock:
+                    blocked.append((item, pending[at + 1 :]))
+                    break
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    outcomes.append(item.outcome(uri, False, _failed(exc)))
+                else:
+                    problem = "" if can_deliver else _NO_STREAM
+                    outcomes.append(item.outcome(uri, can_deliver, problem))
+        if outcomes:
+            await _let_writers_run()
+        await self._log_and_record(outcomes)
+        if blocked:
+            late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
+            await self._log_and_record([outcome for some in late for outcome in some])
+
+    async def _store(
+        self, entries: list[tuple[EventStore, str, JSONRPCMessage]]
+    ) -> list[str | None]:
+        """Store the fan-out's events for resumption (bounded: on a hung Redis the
+        notifications go out without ids rather than not at all)."""
+        if not entries:
+            return []
+        try:
+            return await asyncio.wait_for(store_events(entries), timeout=_SEND_TIMEOUT_SECONDS)
+        except TimeoutError:
+            logger.warning(
+                "[relay] %d events not stored for resumption within %.0fs; sent without ids",
+                len(entries),
+                _SEND_TIMEOUT_SECONDS,
+            )
+            return [""] * len(entries)
+
+    async def _push(self, uri: str, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
+        """Put events on a GET stream whose queue is full, each send bounded."""
+        outcomes = []
+        for item in [first, *rest]:
+            queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
+            if queue is None:
+                outcomes.append(item.outcome(uri, False, _NO_STREAM))
+                continue
+            try:
+                await asyncio.wait_for(queue.send(item.event), timeout=_SEND_TIMEOUT_SECONDS)
+            except Exception as exc:
+                logger.warning(
+                    "[relay] sending %s to session=%s failed: %r",
+                    item.method,
+                    item.target.peer.session,
+                    exc,
+                )
+                outcomes.append(item.outcome(uri, False, _failed(exc)))
+            else:
+                delivered = self._registry.can_deliver(item.target)
+                outcomes.append(item.outcome(uri, delivered, "" if delivered else _NO_STREAM))
+        return outcomes
+
+    async def _log_and_record(self, outcomes: list[_Outcome]) -> None:
+        """The evidence records of sent notifications, in one batch, then their log
+        lines (the seed's): while the records are written, the GET streams' writers
+        put the notifications on the wire, which the log lines would otherwise delay."""
+        if not outcomes:
+            return
+        await self._recorder.sent_many([o.sent() for o in outcomes])
+        for o in outcomes:
+            peer = o.target.peer
+            if o.method == UPDATED:
+                event("resource/update", f"uri={o.uri} version={o.version}", peer)
+                event("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem)
+            else:
+                event("notification/send", o.method, peer, o.problem)
+
+    async def _notify(self, target: Subscriber, uri: str, version: int | str | None) -> None:
+        """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
+        event("resource/update", f"uri={uri} version={version}", target.peer)
+        await self._send(target, UPDATED, uri, version, target.send_updated(uri))
         if self._settings.send_list_changed:
             await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
 
@@ -198,12 +431,12 @@ class Relay:
         when it went out and the send completed."""
         peer = target.peer
         delivered = self._registry.can_deliver(target)
-        problem = "" if delivered else "delivered=no (no open GET stream)"
+        problem = "" if delivered else _NO_STREAM
         try:
             await asyncio.wait_for(sending, timeout=_SEND_TIMEOUT_SECONDS)
         except Exception as exc:
             delivered = False
-            problem = f"delivered=no (send failed: {type(exc).__name__})"
+            problem = _failed(exc)
             logger.warning("[relay] sending %s to session=%s failed: %r", method, peer.session, exc)
         detail = f"{method} uri={uri}" if uri else method
         event("notification/send", detail, peer, problem)
@@ -212,6 +445,9 @@ class Relay:
 
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)
+        return await self._read_version(scope, uri)
+
+    async def _read_version(self, scope: str, uri: str) -> int | str:
         try:
             return await state.read_version(self._redis, scope, uri)
         except (RedisError, OSError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from services.server.mcp_adapter import GetStream
 from services.server.peers import Peer
 
 SendUpdated = Callable[[str], Awaitable[None]]
@@ -33,6 +34,9 @@ class Subscriber:
     # Per URI, the version this subscriber was last told about (or saw when it
     # subscribed): after an outage the relay notifies what is newer.
     known: dict[str, int] = field(default_factory=dict)
+    # The GET stream of a Streamable HTTP session, written to directly by a
+    # fan-out (see services.server.relay); None: notify through send_updated.
+    get_stream: GetStream | None = None
 
     def __post_init__(self) -> None:
         self.key = self.key or self.peer.session

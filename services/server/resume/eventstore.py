@@ -215,3 +215,95 @@ class RedisEventStore(EventStore):
             await send_callback(EventMessage(message, event_id))
             await self._on_replayed(self._session, message)
         return stream
+
+
+# Keeps one event in each of many sessions' resume streams, as ``store_event`` does
+# (XADD, EXPIRE, SET owner), in one command: KEYS are (resume key, owner key) pairs;
+# ARGV: stream field, stream id, message field, message, max length, ttl, replica.
+_STORE_MANY = """
+local ids = {}
+for i = 1, #KEYS, 2 do
+  ids[#ids + 1] = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[5], '*',
+                             ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[i], ARGV[6])
+  redis.call('SET', KEYS[i + 1], ARGV[7], 'EX', ARGV[6])
+end
+return ids
+"""
+# Sessions per script call: bounds how long one call holds Redis.
+_STORE_MANY_CHUNK = 500
+
+
+async def store_events(
+    events: list[tuple[EventStore, StreamId, JSONRPCMessage]],
+) -> list[EventId | None]:
+    """Keep many events at once (a fan-out): their ids, in order; ``""`` for one
+    Redis did not keep (logged), None for one without a store.
+
+    Events for :class:`RedisEventStore` s go to Redis in ONE submit per writer:
+    a script call per same message (and stream, limits, replica) and up to
+    :data:`_STORE_MANY_CHUNK` sessions, each session's entry made as
+    ``store_event`` makes it, in the order given. Any other store is asked event
+    by event. Never raises.
+    """
+    ids: list[EventId | None] = [None] * len(events)
+    by_writer: dict[int, dict[tuple[Any, ...], list[int]]] = {}
+    others: list[int] = []
+    for at, (store, stream_id, message) in enumerate(events):
+        if isinstance(store, RedisEventStore):
+            same = (str(stream_id), encode(message), store._max_events, store._ttl, store._replica)
+            by_writer.setdefault(id(store._writer), {}).setdefault(same, []).append(at)
+        else:
+            others.append(at)
+
+    async def keep_batch(groups: dict[tuple[Any, ...], list[int]]) -> None:
+        calls: list[tuple[list[int], list[str]]] = []
+        for (stream_id, data, max_events, ttl, replica), indexes in groups.items():
+            argv = [contract.RESUME_STREAM_FIELD, stream_id, contract.RESUME_MESSAGE_FIELD, data]
+            argv += [str(max_events), str(ttl), replica]
+            for first in range(0, len(indexes), _STORE_MANY_CHUNK):
+                chunk = indexes[first : first + _STORE_MANY_CHUNK]
+                keys = []
+                for i in chunk:
+                    session = cast(RedisEventStore, events[i][0])._session
+                    keys += [contract.resume_key(session), contract.session_owner_key(session)]
+                calls.append((chunk, keys + argv))
+
+        def add(pipe: Any) -> int:
+            for chunk, args in calls:
+                pipe.eval(_STORE_MANY, 2 * len(chunk), *args)
+            return len(calls)
+
+        writer = cast(RedisEventStore, events[calls[0][0][0]][0])._writer
+        try:
+            replies = await writer.submit(add)
+        except (RedisError, OSError, TimeoutError) as exc:
+            # The writer fails a submit as a whole: none of its entries can be told kept.
+            indexes = [i for chunk, _ in calls for i in chunk]
+            for i in indexes:
+                ids[i] = ""
+            logger.warning(
+                "[resume] %d events not kept (%s), first session=%s stream=%s; "
+                "they cannot be replayed",
+                len(indexes),
+                exc or type(exc).__name__,
+                cast(RedisEventStore, events[indexes[0]][0])._session,
+                events[indexes[0]][1],
+            )
+            return
+        for (chunk, _), kept in zip(calls, replies, strict=True):
+            for i, entry_id in zip(chunk, kept, strict=True):
+                ids[i] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    async def keep_one(at: int) -> None:
+        store, stream_id, message = events[at]
+        try:
+            ids[at] = await store.store_event(stream_id, message)
+        except Exception as exc:  # another store: must not stop the fan-out
+            logger.warning("[resume] event not kept (%r): stream=%s", exc, stream_id)
+            ids[at] = ""
+
+    await asyncio.gather(
+        *(keep_batch(groups) for groups in by_writer.values()), *(keep_one(i) for i in others)
+    )
+    return ids
