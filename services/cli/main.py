@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib
 import json
 import os
 import subprocess
@@ -436,22 +434,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _import_first(command: str) -> None:
-    """Import what ``command`` needs with the cyclic garbage collector off, then
-    freeze what the imports made and turn the collector on.
+    """Import what ``command`` needs before it runs, untracked by the garbage
+    collector (:func:`services.heap.import_untracked`)."""
+    from services import heap
 
-    Imports allocate a few hundred thousand objects and free almost none, yet each
-    allocation burst triggers a collection that walks them all: with the collector
-    off, the server process imports with ~25% less CPU (docs/performance.md,
-    "Memory and start-up"). Frozen (``gc.freeze``), those long-lived objects are
-    skipped by every later collection too.
-    """
-    gc.disable()
-    try:
-        for module in _FIRST_IMPORTS.get(command, ("services.settings",)):
-            importlib.import_module(module)
-    finally:
-        gc.freeze()
-        gc.enable()
+    heap.import_untracked(_FIRST_IMPORTS.get(command, ("services.settings",)))
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.routing import Mount
 
-from services import contract, state
+from services import contract, heap, state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
 from services.contract import Transport
 from services.evidence.recorder import Recorder, annotate
 from services.logs import event, setup_logging
-from services.server import dashboard, heap, lifecycle, mcp_adapter
+from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
 from services.server.guard import guard
 from services.server.listen import ListenStreams

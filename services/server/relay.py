@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -39,7 +38,7 @@ from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, logs, state
+from services import contract, heap, logs, state
 from services.catalog import Catalog
 from services.evidence.recorder import Recorder, Sent, now_ms
 from services.logs import event
@@ -60,28 +59,6 @@ _NO_STREAM = "delivered=no (no open GET stream)"
 # Event loop rounds a fan-out yields for the GET streams' writers before its
 # bookkeeping (measured: enough for 1,000 sessions' notifications to reach the socket).
 _WRITER_ROUNDS = 12
-
-
-@contextlib.contextmanager
-def _collection_deferred() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a publish goes out.
-
-    A fan-out allocates enough to trigger a collection, and a full one scans every
-    object of every session held (0.5-3.6 s of wall time with 1,000 sessions on the
-    loaded 2-core benchmark machine, timed with ``gc.callbacks``; see
-    docs/performance.md, "Fan-out"): the notifications would wait for it. Paused,
-    the collection runs after the publish instead (at the next allocation);
-    nothing is skipped. The publish is bounded (each store and send has its
-    timeout), so is the pause.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 async def _let_writers_run() -> None:
@@ -246,7 +223,7 @@ class Relay:
             )
             return
         self.messages_relayed += 1
-        with _collection_deferred():
+        with heap.collection_deferred():
             await self._notify_all(targets, message)
 
     @staticmethod
