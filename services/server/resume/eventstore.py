@@ -220,13 +220,20 @@ class RedisEventStore(EventStore):
 # Keeps one event in each of many sessions' resume streams, as ``store_event`` does
 # (XADD, EXPIRE, SET owner), in one command: KEYS are (resume key, owner key) pairs;
 # ARGV: stream field, stream id, message field, message, max length, ttl, replica.
+# A session whose XADD fails (its key holds something else) gets false (nil in the
+# reply) and the others are kept: one bad key must not cost the whole fan-out.
 _STORE_MANY = """
 local ids = {}
 for i = 1, #KEYS, 2 do
-  ids[#ids + 1] = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[5], '*',
-                             ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  redis.call('EXPIRE', KEYS[i], ARGV[6])
-  redis.call('SET', KEYS[i + 1], ARGV[7], 'EX', ARGV[6])
+  local id = redis.pcall('XADD', KEYS[i], 'MAXLEN', '~', ARGV[5], '*',
+                         ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  if type(id) == 'table' and id.err then
+    ids[#ids + 1] = false
+  else
+    ids[#ids + 1] = id
+    redis.call('EXPIRE', KEYS[i], ARGV[6])
+    redis.call('SET', KEYS[i + 1], ARGV[7], 'EX', ARGV[6])
+  end
 end
 return ids
 """
@@ -291,9 +298,21 @@ async def store_events(
                 events[indexes[0]][1],
             )
             return
+        refused: list[int] = []
         for (chunk, _), kept in zip(calls, replies, strict=True):
             for i, entry_id in zip(chunk, kept, strict=True):
-                ids[i] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                if entry_id is None:
+                    refused.append(i)
+                    ids[i] = ""
+                else:
+                    ids[i] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        if refused:
+            logger.warning(
+                "[resume] %d events not kept (Redis refused the XADD), sessions=%s; "
+                "they cannot be replayed",
+                len(refused),
+                ",".join(cast(RedisEventStore, events[i][0])._session for i in refused[:5]),
+            )
 
     async def keep_one(at: int) -> None:
         store, stream_id, message = events[at]
