@@ -100,10 +100,11 @@ class EmbeddedRedis:
         command = _command(self.port, self.data_dir, fsync)
         self.process = _launch(command, self.port, timeout, self.die_with_parent)
 
-    def wait_ready(self, timeout: float = 10.0) -> None:
+    def wait_ready(self, timeout: float = 10.0, give_up: Callable[[], bool] | None = None) -> None:
         """Wait until the server answers PING (its data loaded); RuntimeError (and the
-        server killed) if it exits or does not answer within ``timeout``."""
-        _wait_ready(self.process, self.port, timeout)
+        server killed) if it exits, does not answer within ``timeout``, or
+        ``give_up()`` turns true meanwhile (checked at each poll)."""
+        _wait_ready(self.process, self.port, timeout, give_up)
 
     def stop(self) -> None:
         """Stop the server and remove its data if it lives in a temporary folder."""
@@ -172,7 +173,12 @@ def _spawn(command: list[str], with_parent: bool = False) -> subprocess.Popen[by
     )
 
 
-def _wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float) -> None:
+def _wait_ready(
+    process: subprocess.Popen[bytes],
+    port: int,
+    timeout: float,
+    give_up: Callable[[], bool] | None = None,
+) -> None:
     """Wait until the server answers; raises RuntimeError (the server killed) otherwise."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -180,10 +186,20 @@ def _wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float) -> 
             raise RuntimeError(f"redis-server exited with code {process.returncode} on port {port}")
         if _answers(port):
             return
+        if give_up is not None and give_up():
+            _kill(process)
+            raise RuntimeError(f"redis-server start on port {port} abandoned")
         time.sleep(_READY_POLL_SECONDS)  # nothing to wait on: redis-server says nothing
-    process.kill()
-    process.wait(timeout=5)
+    _kill(process)
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout}s")
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # not reaped yet; the error that follows says why
+        pass
 
 
 def _launch(

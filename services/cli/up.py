@@ -302,14 +302,17 @@ def _run(
 
     record()
     try:
-        if embedded is not None:
-            _wait_for_redis(embedded, processes)
+        if embedded is not None and not _wait_for_redis(embedded, processes, stopping):
+            return _supervise(processes, lock, stopping)  # stopped while Redis started
         with lock:
             print(banner(settings, redis_url, embedded), flush=True)
         if _server_ready_or_late(server_ready, processes["server"], stopping):
             processes["updater"] = _spawn("updater", env, lock)
             record()
         return _supervise(processes, lock, stopping)
+    except BaseException:
+        _stop(processes)  # whatever went wrong, the children do not outlive up
+        raise
     finally:
         runtime.remove_record(me.pid)
 
@@ -328,14 +331,22 @@ def _server_ready_or_late(
     return True
 
 
-def _wait_for_redis(embedded: EmbeddedRedis, processes: dict[str, subprocess.Popen[bytes]]) -> None:
-    """Wait for the embedded Redis, launched beside the server; if it does not
-    answer, stop the server (it would retry forever) and say why."""
+def _wait_for_redis(
+    embedded: EmbeddedRedis,
+    processes: dict[str, subprocess.Popen[bytes]],
+    stopping: threading.Event,
+) -> bool:
+    """Wait for the embedded Redis, launched beside the server; False if up is
+    stopped meanwhile (Ctrl-C, SIGTERM). If Redis does not answer, stop the server
+    (it would retry forever) and say why."""
     try:
-        embedded.wait_ready(_REDIS_START_SECONDS)
+        embedded.wait_ready(_REDIS_START_SECONDS, give_up=stopping.is_set)
     except RuntimeError as exc:
+        if stopping.is_set():
+            return False
         _stop(processes)
         raise CannotStart(f"the embedded Redis did not start: {exc}") from None
+    return True
 
 
 def _supervise(

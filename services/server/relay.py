@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -223,8 +223,7 @@ class Relay:
             )
             return
         self.messages_relayed += 1
-        with heap.collection_deferred():
-            await self._notify_all(targets, message)
+        await self._notify_all(targets, message)
 
     @staticmethod
     def _already_told(target: Subscriber, message: contract.UpdateMessage) -> bool:
@@ -304,6 +303,33 @@ class Relay:
         ids = iter(await self._store(entries))
         outcomes: list[_Outcome] = []
         blocked: list[tuple[_Pending, list[_Pending]]] = []
+        # The puts and the writers' rounds allocate in a burst; a collection then
+        # would hold up every notification (services/heap.py). Bounded: no I/O here.
+        with heap.collection_deferred():
+            self._put_all(targets, uri, prepared, ids, outcomes, blocked)
+            try:
+                if outcomes:
+                    await _let_writers_run()
+            finally:
+                # Cancelled (shutdown) right after the puts, the notifications are
+                # on their way: their records are still written (the writer is
+                # flushed after the relay stops).
+                await self._log_and_record(outcomes)
+        if blocked:
+            late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
+            await self._log_and_record([outcome for some in late for outcome in some])
+
+    def _put_all(
+        self,
+        targets: list[tuple[Subscriber, int | str | None]],
+        uri: str,
+        prepared: list[tuple[str, PreparedNotification]],
+        ids: Iterator[str | None],
+        outcomes: list[_Outcome],
+        blocked: list[tuple[_Pending, list[_Pending]]],
+    ) -> None:
+        """Put each target's events on its GET stream queue, without waiting: an
+        outcome for each, or (a full queue) the events left for :meth:`_push`."""
         for target, version in targets:
             stream = cast(mcp_adapter.GetStream, target.get_stream)
             kept = stream.event_store is not None
@@ -327,29 +353,18 @@ class Relay:
                 else:
                     problem = "" if can_deliver else _NO_STREAM
                     outcomes.append(item.outcome(uri, can_deliver, problem))
-        if outcomes:
-            await _let_writers_run()
-        await self._log_and_record(outcomes)
-        if blocked:
-            late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
-            await self._log_and_record([outcome for some in late for outcome in some])
 
     async def _store(
         self, entries: list[tuple[EventStore, str, JSONRPCMessage]]
     ) -> list[str | None]:
-        """Store the fan-out's events for resumption (bounded: on a hung Redis the
-        notifications go out without ids rather than not at all)."""
+        """Store the fan-out's events for resumption. No timeout of its own, as for
+        the SDK's ``store_event``: the batch writer bounds each round trip, and on a
+        Redis that fails the events go out without ids (logged by the store). A
+        timeout here could not take back a write still queued, whose event would
+        then be replayed with an id the client never saw."""
         if not entries:
             return []
-        try:
-            return await asyncio.wait_for(store_events(entries), timeout=_SEND_TIMEOUT_SECONDS)
-        except TimeoutError:
-            logger.warning(
-                "[relay] %d events not stored for resumption within %.0fs; sent without ids",
-                len(entries),
-                _SEND_TIMEOUT_SECONDS,
-            )
-            return [""] * len(entries)
+        return await store_events(entries)
 
     async def _push(self, uri: str, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
         """Put events on a GET stream whose queue is full, each send bounded."""
