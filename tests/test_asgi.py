@@ -112,3 +112,24 @@ async def test_a_refused_host_never_reaches_the_app() -> None:
     assert app.calls == []
     assert sent[0]["status"] == 421
     assert (b"connection", b"close") in sent[0]["headers"]  # its body was announced, not read
+
+
+async def test_a_stream_with_two_session_headers_is_the_first_ones_as_for_the_sdk() -> None:
+    """The SDK (through Starlette) serves a GET with two ``Mcp-Session-Id`` headers as
+    the first one's stream; the layer must log it as that session's too."""
+    app = RecordingApp()
+    seen: list[tuple[str, str]] = []
+
+    async def stream(scope: Scope, receive: Receive, send: Send, session: str, last: str) -> None:
+        seen.append((session, last))
+        await app(scope, receive, send)
+
+    door = FrontDoor(
+        app,
+        path="/mcp",
+        streams=StreamLog(stream, SessionRegistry()),
+        cap=SessionCap(app, max_sessions=10, retry_after=1),
+    )
+    headers = [(b"mcp-session-id", b"first"), (b"mcp-session-id", b"second")]
+    await drive(door, request("GET", "/mcp", [*headers, (b"last-event-id", b"e1")]))
+    assert seen == [("first", "e1")]

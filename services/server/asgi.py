@@ -22,6 +22,7 @@ wrapping every ``send``; see docs/performance.md, "Fast path per request".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -56,7 +57,7 @@ class FrontDoor:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
+        headers = first_values(scope["headers"])
         if self.security is not None:
             body = await self.security.admit(scope, headers, receive, send)
             if body is None:  # refused (and answered), or the client left
@@ -73,3 +74,12 @@ class FrontDoor:
             await self.cap(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+def first_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """Each header's first value, as Starlette and the SDK read it: a request with
+    two ``Mcp-Session-Id`` headers is the same session to every layer."""
+    headers: dict[bytes, bytes] = {}
+    for name, value in raw:
+        headers.setdefault(name, value)
+    return headers
