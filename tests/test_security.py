@@ -20,7 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
-from services.server.guard import CloseWhenBodyUnread, TokenAndSizeGuard
+from services.server.asgi import FrontDoor
+from services.server.guard import BodyGate, Security
+from services.server.lifecycle import SessionCap
+from services.server.resume.get_streams import StreamLog, plain
+from services.server.sessions import SessionRegistry
 from tests.inproc import http_client
 from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab, version_of
 
@@ -141,10 +145,17 @@ class RecordingApp:
 async def drive_guard(
     app: RecordingApp, headers: list[tuple[bytes, bytes]], incoming: list[Message]
 ) -> tuple[list[Message], int]:
-    """One request through the guard stack, in process: ``incoming`` is what the
-    server's ``receive`` gives, then ``http.disconnect``. Returns what the stack
-    sent and how many of ``incoming`` it read."""
-    guarded = CloseWhenBodyUnread(TokenAndSizeGuard(app, None, 4096))
+    """One request through the lab's layer with the body checks, in process:
+    ``incoming`` is what the server's ``receive`` gives, then ``http.disconnect``.
+    Returns what the layer sent and how many of ``incoming`` it read."""
+    door = FrontDoor(
+        app,
+        path="/mcp",
+        streams=StreamLog(plain(app), SessionRegistry()),
+        cap=SessionCap(app, max_sessions=10, retry_after=1),
+    )
+    guarded = door.secured(Security(None, BodyGate(None, 4096)))
+    headers = [(b"mcp-session-id", b"abc"), *headers]
     scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
     sent: list[Message] = []
     read = 0

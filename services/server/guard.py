@@ -29,12 +29,16 @@ import hmac
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from fastmcp.server.http import HostOriginGuardMiddleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from services.settings import LabSettings
+
+if TYPE_CHECKING:
+    from services.server.asgi import FrontDoor
 
 logger = logging.getLogger("mcp_lab.guard")
 
@@ -57,14 +61,6 @@ async def _refuse(
     await send({"type": "http.response.body", "body": body})
 
 
-def _announces_body(scope: Scope) -> bool:
-    """Whether the request says a body follows (chunked, or a Content-Length but 0)."""
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
-            return True
-    return False
-
-
 def _with_close(message: Message) -> Message:
     """A ``http.response.start`` with ``connection: close`` (unless it names a connection)."""
     if message["type"] != "http.response.start":
@@ -73,32 +69,6 @@ def _with_close(message: Message) -> Message:
     if not any(name.lower() == b"connection" for name, _ in headers):
         headers.append((b"connection", b"close"))
     return {**message, "headers": headers}
-
-
-class CloseWhenBodyUnread:
-    """Adds ``connection: close`` to a response that starts before the request
-    body was read to its end, whoever in the stack answers."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _announces_body(scope):
-            await self._app(scope, receive, send)
-            return
-        body_read = False
-
-        async def receiving() -> Message:
-            nonlocal body_read
-            message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                body_read = True
-            return message
-
-        async def sending(message: Message) -> None:
-            await send(message if body_read else _with_close(message))
-
-        await self._app(scope, receiving, sending)
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
@@ -227,23 +197,6 @@ class BodyGate:
         return any(hmac.compare_digest(t.encode(), self._token) for t in query.get("token", []))
 
 
-class TokenAndSizeGuard:
-    """401 without the bearer token (when one is set), 413 over the body limit
-    (:class:`BodyGate` as a middleware of its own)."""
-
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int) -> None:
-        self._app = app
-        self._gate = BodyGate(token, max_body_bytes)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        body = await self._gate.admit(scope, dict(scope["headers"]), receive, send)
-        if body is not None:
-            await self._app(scope, replay(body, receive), send)
-
-
 _ALLOWED = "mcp_lab.host_origin_allowed"
 
 
@@ -316,21 +269,7 @@ def _path(scope: Scope) -> str:
     return path
 
 
-def guard(app: ASGIApp, settings: LabSettings) -> ASGIApp:
-    """``app`` wrapped in the checks above (the outermost layer runs first).
-
-    The lab's own app (``http_app``: a :class:`~services.server.asgi.FrontDoor`)
-    runs them in its one layer instead."""
-    from services.server.asgi import FrontDoor
-
-    if isinstance(app, FrontDoor):
-        return app.secured(Security.of(settings))
-    guarded: ASGIApp = TokenAndSizeGuard(app, settings.auth_token, settings.max_body_bytes)
-    if settings.host_origin_protection:
-        guarded = HostOriginGuardMiddleware(
-            guarded,
-            allowed_hosts=_split(settings.allowed_hosts),
-            allowed_origins=_split(settings.allowed_origins),
-            mode="strict",
-        )
-    return CloseWhenBodyUnread(guarded)
+def guard(app: FrontDoor, settings: LabSettings) -> FrontDoor:
+    """The lab's app (``http_app``'s :class:`~services.server.asgi.FrontDoor`) with
+    every check above run first, in its one layer."""
+    return app.secured(Security.of(settings))
