@@ -12,11 +12,15 @@ resume writes were batched, a few hundred sessions were enough for refusals
 ("Lab state store (Redis) unavailable: Too many connections") and lost records
 (at 500: 400 refused). Before session-end clean-ups ran apart from the SDK's
 5-second session-end callback, 5,000 sessions ending at once left ~900
-subscribers behind.
+subscribers behind. Before a subscribe's Redis work went through the batch
+writer, each of its four commands waited for a pool connection at most
+``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS``, and a burst outgrowing that wait was
+refused ("No connection available."): the burst test reproduces that with a
+small pool.
 
 The issue asks for 5,000 sessions: that passes (``MCP_LAB_LOAD_SESSIONS=5000``,
-about 95 s for the storm on 2 cores). The default is 1,500: ~25 s on a quiet
-2-core machine, 55-59 s while other work shares it, so it stays under a minute.
+about 95 s for the storm on 2 cores). The default is 1,500 (and the burst of
+500): the file took 48 s at load ~3.5, so it stays under a minute.
 """
 
 from __future__ import annotations
