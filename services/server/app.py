@@ -129,10 +129,11 @@ class Lab:
         the registration is undone and the client gets the error.
 
         Its Redis work goes through the batch writer (two submits: the read, then
-        the writes), never through the pool: a burst of subscribes queues there and
-        waits its turn, where each of several pool commands per subscribe waited
-        for a connection at most ``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS`` and a
-        burst of ~10,000 was refused "No connection available" past it."""
+        the writes), not through the pool one command at a time: a burst of
+        subscribes queues in the writer and waits its turn, where each of four pool
+        commands per subscribe waited for a connection at most
+        ``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS`` and a loaded burst of ~10,000 was
+        refused "No connection available." past it."""
         registered = self.registry.subscribe(subscriber, uri)
         try:
             registered.known[uri] = (await self._read_batched(subscriber.peer, uri))[0]
