@@ -8,8 +8,10 @@ both with the raw client of scripts/rawmcp.py, and prints one table:
 - storm N: N sessions set up (initialize + GET stream), then all subscribe at
   once: refused subscribes, missing notifications, evidence records missing
   from ``mcp:events`` (per session: the initialize, the subscribe, the
-  notification), subscribers left in Redis after every session ended, setup
-  sessions/s;
+  notification; awaited until the lab's writer is idle, and those still missing
+  looked for again after the sessions ended: "came late" or missing, beside the
+  lab's own count of records it could not write), subscribers left in Redis
+  after every session ended, setup sessions/s;
 - fan-out N: N sessions subscribed in shared scope, one publish: p50/p99/max from
   the publish to each notification;
 - reads/s on one session at concurrency 16;
@@ -53,6 +55,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from rawmcp import STATUS_URI, HttpError, RawClient  # noqa: E402
+
+from services.writer import BATCH_TIMEOUT_SECONDS  # noqa: E402
 
 HOST = "127.0.0.1"
 EVENTS_STREAM = "mcp:events"
@@ -250,6 +254,11 @@ class StormResult:
     seconds: float
     setup_cpu_ms: float | None = None  # server CPU per session set up
     end_failed: int = 0  # DELETEs that failed (those sessions stay subscribed)
+    # Records not there when the wait for them ended but found after the sessions
+    # ended (late, not lost), and the records the lab itself counted as lost
+    # (``mcp:events:lost``: a write that failed).
+    evidence_late: int = 0
+    evidence_counted_lost: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -264,12 +273,22 @@ class StormResult:
             f"storm {self.n}: setup failed {sum(self.setup_failed.values())}, "
             f"refused {sum(self.refused.values())}, missing notifications "
             f"{self.missing_notifications}, evidence missing {evidence}/"
-            f"{self.evidence_expected}, ends failed {self.end_failed}, subscribers left {left}, "
+            f"{self.evidence_expected}{self.evidence_notes()}, ends failed {self.end_failed}, "
+            f"subscribers left {left}, "
             f"setup {self.sessions_per_second:.0f} sessions/s, total {self.seconds:.1f}s"
         )
         for reason, count in (self.setup_failed + self.refused).most_common(3):
             text += f"\n  {count} x {reason}"
         return text
+
+    def evidence_notes(self) -> str:
+        """What became of records not found at first: came late, counted lost by the lab."""
+        notes = []
+        if self.evidence_late:
+            notes.append(f"{self.evidence_late} more came late")
+        if self.evidence_counted_lost:
+            notes.append(f"{self.evidence_counted_lost} counted lost by the lab")
+        return f" ({', '.join(notes)})" if notes else ""
 
 
 # Per session, what the evidence record must hold after a storm.
@@ -280,17 +299,32 @@ _EXPECTED = (
 )
 
 
-async def missing_evidence(
-    redis: Any, wanted: set[tuple[str, str, str]], settle_ms: int = 3000
-) -> int:
-    """How many of the ``wanted`` records (session, direction, method) are not in
-    ``mcp:events``.
+# How long ``mcp:events`` may take no entry, with records still missing, before
+# they count as missing: longer than one batch of the server's writer may take
+# (services.writer.BATCH_TIMEOUT_SECONDS). By then every write it had begun is in
+# the stream or failed, and a failed one is counted by the lab in mcp:events:lost.
+SETTLE_SECONDS = BATCH_TIMEOUT_SECONDS + 2
+# Bound of the whole wait for records.
+EVIDENCE_WAIT_SECONDS = 120.0
+_Record = tuple[str, str, str]
 
-    Reads the whole stream, then waits on XREAD BLOCK for late entries (the relay
-    records a notification after sending it) until all are there or none came for
-    ``settle_ms``."""
-    have: set[tuple[str, str, str]] = set()
+
+async def missing_evidence(
+    redis: Any,
+    wanted: set[_Record],
+    settle_seconds: float = SETTLE_SECONDS,
+    bound_seconds: float = EVIDENCE_WAIT_SECONDS,
+) -> set[_Record]:
+    """The ``wanted`` records (session, direction, method) not in ``mcp:events``.
+
+    Reads the whole stream, then follows it (XREAD BLOCK) while records are missing,
+    until all are there, or the stream took no entry for ``settle_seconds`` (the
+    lab's writer is idle: see SETTLE_SECONDS), or ``bound_seconds`` passed. The
+    stream growing with other records keeps the wait going: the records come from
+    one writer, in order. ``settle_seconds=0``: one read, no wait."""
+    have: set[_Record] = set()
     last = "-"
+    deadline = time.monotonic() + bound_seconds
     while True:
         entries = await redis.xrange(EVENTS_STREAM, min=last, max="+")
         for entry_id, fields in entries:
@@ -302,13 +336,23 @@ async def missing_evidence(
             if key in wanted:
                 have.add(key)
             last = f"({entry_id.decode()}"
-        if len(have) == len(wanted):
-            return 0
+        left = deadline - time.monotonic()
+        if len(have) == len(wanted) or settle_seconds <= 0 or left <= 0:
+            return wanted - have
+        block_ms = max(1, int(min(settle_seconds, left) * 1000))
         newer = await redis.xread(
-            {EVENTS_STREAM: last[1:] if last != "-" else "0-0"}, block=settle_ms, count=1
+            {EVENTS_STREAM: last[1:] if last != "-" else "0-0"}, block=block_ms, count=1
         )
         if not newer:
-            return len(wanted) - len(have)
+            return wanted - have
+
+
+async def counted_lost(redis: Any) -> int:
+    """Evidence records the lab counted as lost (``mcp:events:lost``; the lab adds
+    a count there once Redis takes its next write)."""
+    from services.evidence.recorder import lost_between
+
+    return await lost_between(redis, None, None)
 
 
 async def storm(
@@ -350,6 +394,7 @@ async def storm(
         setup_cpu_ms=setup_cpu_ms,
     )
     redis = None
+    missing: set[_Record] = set()
     if redis_url:
         from redis.asyncio import Redis
 
@@ -363,7 +408,8 @@ async def storm(
         # as missing (3 each).
         lost_setups = n - len(clients)
         result.evidence_expected = len(wanted) + 3 * lost_setups
-        result.evidence_missing = await missing_evidence(redis, wanted) + 3 * lost_setups
+        missing = await missing_evidence(redis, wanted)
+        result.evidence_missing = len(missing) + 3 * lost_setups
     gate = asyncio.Semaphore(concurrency)  # as many new connections at once as in setup
 
     async def end(client: RawClient) -> bool:
@@ -374,6 +420,10 @@ async def storm(
     result.end_failed = ends.count(False)
     if redis is not None:
         result.subscribers_left = await _subscribers_left(redis, ended, ends.count(True))
+        if missing and result.evidence_missing is not None:  # still missing, or only late?
+            result.evidence_late = len(missing) - len(await missing_evidence(redis, missing, 0))
+            result.evidence_missing -= result.evidence_late
+        result.evidence_counted_lost = await counted_lost(redis)
         await redis.aclose()
     result.seconds = time.perf_counter() - started
     return result
@@ -708,7 +758,7 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
         ),
         (
             f"storm {n}: evidence records missing (of {lab.evidence_expected})",
-            str(lab.evidence_missing),
+            f"{lab.evidence_missing}{lab.evidence_notes()}",
             "-",
             "",
         ),

@@ -178,7 +178,7 @@ def _one(
     )
     rows[f"storm {n}: missing notifications"] = str(result.missing_notifications)
     rows[f"storm {n}: evidence records missing (of expected)"] = (
-        f"{result.evidence_missing} of {result.evidence_expected}"
+        f"{result.evidence_missing} of {result.evidence_expected}{result.evidence_notes()}"
     )
     rows[f"storm {n}: subscribers left after the sessions ended"] = str(result.subscribers_left)
     rows[f"storm {n}: setup sessions/s"] = f"{result.sessions_per_second:.0f}"

@@ -7,9 +7,11 @@ performs the reads and writes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
@@ -20,6 +22,11 @@ from services import contract, logs
 from services.catalog import VERSION_PLACEHOLDER
 
 logger = logging.getLogger("mcp_lab.state")
+
+# Runs the commands a function adds to a pipeline and returns their replies (or
+# raises the first error): :meth:`services.writer.BatchWriter.submit`, which puts
+# them in its next batch.
+Batched = Callable[[Callable[[Pipeline], int]], Awaitable[list[Any]]]
 
 # The longest version a state may hold. The update script counts in Lua numbers
 # (doubles, written with 14 significant digits), so past 13 digits a bumped
@@ -156,10 +163,13 @@ def parse_version(raw: bytes | None) -> int | None:
     return version if version >= 1 else None
 
 
-async def read_state(redis: Redis, scope: str, uri: str, initial_text: str) -> tuple[int, str]:
+async def read_state(
+    redis: Redis, scope: str, uri: str, initial_text: str, *, batch: Batched | None = None
+) -> tuple[int, str]:
     """Version and text of ``uri`` for ``scope``; version 1 and ``initial_text`` (the
     resource's text at version 1, see :meth:`services.catalog.ResourceSpec.initial`)
-    when nothing was written yet.
+    when nothing was written yet. With ``batch`` the read goes into its next
+    pipeline instead of taking a connection of the pool.
 
     A state the lab did not write (anyone with redis-cli can) never fails the read:
     a version that is not a positive integer, a missing text, or a key that is not
@@ -169,7 +179,15 @@ async def read_state(redis: Redis, scope: str, uri: str, initial_text: str) -> t
     """
     key = contract.state_key(scope, uri)
     try:
-        version, text = await read_raw(redis, "HMGET", key, "version", "text")
+        if batch is None:
+            version, text = await read_raw(redis, "HMGET", key, "version", "text")
+        else:
+
+            def hmget(pipe: Pipeline) -> int:
+                pipe.execute_command("HMGET", key, "version", "text", **{NEVER_DECODE: []})
+                return 1
+
+            (version, text), *_ = await batch(hmget)
     except ResponseError as exc:
         if "WRONGTYPE" not in str(exc):
             raise
@@ -210,14 +228,22 @@ async def read_version(redis: Redis, scope: str, uri: str) -> int:
     return version
 
 
-async def add_subscriber(redis: Redis, uri: str, session: str) -> None:
-    """Record that ``session`` is subscribed to ``uri``."""
-    await redis.sadd(contract.subscribers_key(uri), session)
-
-
 async def remove_subscriber(redis: Redis, uri: str, session: str) -> None:
     """Forget the subscription of ``session`` to ``uri``."""
     await redis.srem(contract.subscribers_key(uri), session)
+
+
+def subscribe_in(
+    pipe: Pipeline, uri: str, session: str, replica: str, job: contract.UpdateJob
+) -> int:
+    """Add to ``pipe`` what a subscribe writes: ``session`` in the subscriber set of
+    ``uri`` and in ``replica``'s sessions, then ``job`` on the job stream (the third
+    reply is its entry id). Returns how many commands were added."""
+    pipe.sadd(contract.subscribers_key(uri), session)
+    pipe.sadd(contract.replica_sessions_key(replica), session)
+    fields: dict[Any, Any] = job.fields()  # redis-py's parameter type is invariant
+    pipe.xadd(contract.JOBS_STREAM, fields)
+    return 3
 
 
 async def ensure_job_group(redis: Redis) -> None:

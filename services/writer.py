@@ -4,7 +4,10 @@ Every request the server handles writes to Redis at least twice (its evidence
 record, and its SSE event for resumption). Done one command per caller, a burst
 of a few thousand requests needs as many connections at once; done here, the
 burst queues up (a bounded queue: when it is full, callers wait) and each
-round trip carries every write that queued meanwhile, on one connection.
+round trip carries every write that queued meanwhile, on one connection. A
+subscribe's Redis work goes here too, its read included (``Lab.subscribe``):
+the pool's bounded wait for a connection refused the tail of a 10,000-subscribe
+burst, where the queue here makes it wait its turn.
 
 A caller still learns the outcome of its own write: :meth:`BatchWriter.submit`
 returns that write's replies once its pipeline ran, or raises its error. Before

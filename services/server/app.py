@@ -126,24 +126,45 @@ class Lab:
         """The one subscribe path, for ``resources/subscribe`` and ``subscriptions/listen``:
         register ``subscriber`` for ``uri`` here, note the version it starts from,
         record it in Redis and queue its update. Returns the job id; on a Redis error
-        the registration is undone and the client gets the error."""
+        the registration is undone and the client gets the error.
+
+        Its Redis work goes through the batch writer (two submits: the read, then
+        the writes), not through the pool one command at a time: a burst of
+        subscribes queues in the writer and waits its turn, where each of four pool
+        commands per subscribe waited for a connection at most
+        ``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS`` and a loaded burst of ~10,000 was
+        refused "No connection available." past it."""
         registered = self.registry.subscribe(subscriber, uri)
         try:
-            registered.known[uri] = (await self.read(subscriber.peer, uri))[0]
+            registered.known[uri] = (await self._read_batched(subscriber.peer, uri))[0]
             return await self._schedule_update(subscriber.peer, uri)
         except MCPError:
             self.registry.unsubscribe(registered.key, uri)
             raise
 
-    async def _schedule_update(self, peer: Peer, uri: str) -> str:
-        """Record ``peer`` as subscribed to ``uri`` and queue its update; the job id."""
-        target = self.scope(peer)
+    async def _read_batched(self, peer: Peer, uri: str) -> tuple[int, str]:
+        """:meth:`read`, in the batch writer's next pipeline."""
         try:
-            await state.add_subscriber(self.redis, uri, peer.session)
-            await lifecycle.own_subscriber(self.redis, self.replica, peer.session)
-            return await state.enqueue_job(self.redis, contract.UpdateJob(uri=uri, target=target))
+            initial = self.catalog[uri].initial(self.settings.initial_status)
+            return await state.read_state(
+                self.redis, self.scope(peer), uri, initial, batch=self.writer.submit
+            )
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
+
+    async def _schedule_update(self, peer: Peer, uri: str) -> str:
+        """Record ``peer`` as subscribed to ``uri`` and queue its update (one submit to
+        the batch writer, its commands in this order); the job id."""
+        job = contract.UpdateJob(uri=uri, target=self.scope(peer))
+
+        def add(pipe: Any) -> int:
+            return state.subscribe_in(pipe, uri, peer.session, self.replica, job)
+
+        try:
+            *_, job_id = await self.writer.submit(add)
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+        return str(job_id)
 
     async def forget_subscription(self, peer: Peer, uri: str) -> None:
         """Drop ``peer``'s subscription from Redis unless another stream of it here remains."""
