@@ -95,13 +95,9 @@ class SessionCap:
             _refusals.reset(token)
 
 
-async def own_subscriber(redis: Redis, replica: str, session: str) -> None:
-    """Record that ``replica`` holds the subscribed ``session``."""
-    await redis.sadd(contract.replica_sessions_key(replica), session)
-
-
 async def disown_subscriber(redis: Redis, replica: str, session: str) -> None:
-    """``session`` no longer has a subscription on ``replica``."""
+    """``session`` no longer has a subscription on ``replica`` (a subscribe adds it:
+    ``state.subscribe_in``)."""
     await redis.srem(contract.replica_sessions_key(replica), session)
 
 
