@@ -4,17 +4,20 @@ a killed replica leaves behind. Real server processes, real Redis, raw HTTP clie
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx2
 import pytest
 import redis
 
 from services import contract
+from services.cli.embedded_redis import free_port
 from services.contract import Event
 from services.evidence.scoring import score_session
-from tests.lab import STATUS_URI, RawSession, amcp_lab, lab_env, version_of
+from tests.lab import STATUS_URI, LabProcess, RawSession, amcp_lab, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +187,43 @@ def test_a_session_the_server_closed_for_idleness_is_noted() -> None:
     assert any("never closed its session" in note for note in idle.notes)
     closed = score_session([event("initialize")])
     assert not any("never closed" in note for note in closed.notes)
+
+
+def _server_with_open_files(redis_url: str, soft: int, hard: int | str) -> LabProcess:
+    """``mcp-lab server`` (cap 1,000 sessions) started under these open-file limits."""
+    port = free_port()
+    env = lab_env(redis_url, port=str(port), max_sessions="1000")
+    limits = f"ulimit -Sn {soft} && ulimit -Hn {hard}"
+    command = ["sh", "-c", f'{limits} && exec "$0" -m services server', sys.executable]
+    server = LabProcess(f"server:{port}", command, env)
+    server.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
+    return server
+
+
+def _soft_open_files(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError("no open-file limit in /proc")
+
+
+@pytest.mark.process
+def test_the_server_raises_its_open_file_limit_to_what_the_cap_needs(redis_url) -> None:
+    server = _server_with_open_files(redis_url, soft=300, hard="$(ulimit -Hn)")
+    try:
+        assert _soft_open_files(server.process.pid) >= 1000 * 2
+        assert not server.matching(r"open-file limit")
+    finally:
+        server.stop()
+
+
+@pytest.mark.process
+def test_a_cap_the_open_file_limit_cannot_hold_is_named_at_start(redis_url) -> None:
+    server = _server_with_open_files(redis_url, soft=300, hard=300)
+    try:
+        assert server.matching(
+            r"WARNING .*open-file limit 300 holds about 118 sessions, fewer than "
+            r"MCP_TEST_MAX_SESSIONS=1000"
+        )
+    finally:
+        server.stop()

@@ -567,6 +567,9 @@ async def run_http(settings: LabSettings) -> None:
     """Serve the lab over HTTP until cancelled or interrupted."""
     app, lab = http_app(settings)
     heap.tune()
+    short = lifecycle.open_files_for(settings.max_sessions)
+    if short:
+        logger.warning("[lab] %s", short)
     config = uvicorn.Config(
         guard(app, settings),
         host=settings.host,

@@ -8,7 +8,11 @@ drops its subscriptions, kept events and registry entries.
 **Cap.** At most ``MCP_TEST_MAX_SESSIONS`` Streamable HTTP sessions are open at
 once. The SDK refuses the request that would open one more with 503; the lab
 logs it and adds ``Retry-After`` (:class:`SessionCap`). Open sessions
-are untouched; room frees up as they end or expire.
+are untouched; room frees up as they end or expire. Each session takes two open
+files (its POST connection and its GET stream): at start the server raises its
+open-file limit as far as the cap needs and the hard limit allows, and warns
+when that is fewer sessions than the cap (:func:`open_files_for`); past it,
+connections would fail at ``accept`` with no answer at all.
 
 **Stale subscribers.** The subscriber sets in Redis are shared by all replicas.
 A replica records each session it holds with a subscription in its own set
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import cast
@@ -39,6 +44,10 @@ logger = logging.getLogger("mcp_lab")
 
 # Retry-After on a refusal: room frees up when a session ends or expires.
 _RETRY_AFTER_CAP_SECONDS = 60
+# Open files per session (its POST connection, its GET stream), and besides sessions
+# (Redis pools, the listening socket, logs).
+_FILES_PER_SESSION = 2
+_FILES_SPARE = 64
 # How often each replica looks for dead replicas' subscribers.
 SWEEP_SECONDS = contract.REPLICA_HEARTBEAT_SECONDS / 3
 
@@ -184,3 +193,22 @@ async def sweep_forever(
             await sweep_dead_replicas(redis, replica, uris)
         except (RedisError, OSError, UnicodeDecodeError) as exc:
             logger.warning("[lab] stale subscriber sweep failed (%s); retrying", exc)
+
+
+def open_files_for(max_sessions: int) -> str | None:
+    """Raise this process's open-file limit (the soft one, at most to the hard one)
+    to what ``max_sessions`` sessions take; a warning when it still holds fewer."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_sessions * _FILES_PER_SESSION + _FILES_SPARE
+    unlimited = resource.RLIM_INFINITY
+    if soft != unlimited and soft < wanted:
+        soft = wanted if hard == unlimited else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft == unlimited or soft >= wanted:
+        return None
+    fits = max(0, (soft - _FILES_SPARE) // _FILES_PER_SESSION)
+    return (
+        f"open-file limit {soft} holds about {fits} sessions, fewer than "
+        f"MCP_TEST_MAX_SESSIONS={max_sessions}: past that, connections fail unanswered; "
+        "raise the limit (ulimit -n, or the container's nofile) or lower MCP_TEST_MAX_SESSIONS"
+    )
