@@ -136,21 +136,11 @@ class Lab:
         refused "No connection available." past it."""
         registered = self.registry.subscribe(subscriber, uri)
         try:
-            registered.known[uri] = (await self._read_batched(subscriber.peer, uri))[0]
+            registered.known[uri] = (await self.read(subscriber.peer, uri, batched=True))[0]
             return await self._schedule_update(subscriber.peer, uri)
         except MCPError:
             self.registry.unsubscribe(registered.key, uri)
             raise
-
-    async def _read_batched(self, peer: Peer, uri: str) -> tuple[int, str]:
-        """:meth:`read`, in the batch writer's next pipeline."""
-        try:
-            initial = self.catalog[uri].initial(self.settings.initial_status)
-            return await state.read_state(
-                self.redis, self.scope(peer), uri, initial, batch=self.writer.submit
-            )
-        except (RedisError, OSError) as exc:
-            raise redis_failed(exc) from exc
 
     async def _schedule_update(self, peer: Peer, uri: str) -> str:
         """Record ``peer`` as subscribed to ``uri`` and queue its update (one submit to
@@ -241,10 +231,13 @@ class Lab:
         event("notification/resume", f"{message.method} uri={uri}" if uri else message.method, peer)
         await self.recorder.resumed(peer, message.method, uri)
 
-    async def read(self, peer: Peer, uri: str) -> tuple[int, str]:
+    async def read(self, peer: Peer, uri: str, batched: bool = False) -> tuple[int, str]:
+        """Version and text of ``uri`` for ``peer``'s state scope; ``batched``: in the
+        batch writer's next pipeline (a subscribe burst waits there, not for the pool)."""
         try:
             initial = self.catalog[uri].initial(self.settings.initial_status)
-            return await state.read_state(self.redis, self.scope(peer), uri, initial)
+            batch = self.writer.submit if batched else None
+            return await state.read_state(self.redis, self.scope(peer), uri, initial, batch=batch)
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 
