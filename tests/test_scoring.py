@@ -64,11 +64,36 @@ READ_2 = ev(6420, "resources/read", uri=STATUS_URI, version=2)
         ([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED], 5),
         ([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, READ_2], 6),
         ([ev(1000, "server/discover"), LIST], 2),
-        ([CONNECT, ev(1300, "subscriptions/listen", uri=STATUS_URI)], 4),
+        ([CONNECT, READ_1, ev(1300, "subscriptions/listen", uri=STATUS_URI)], 4),
+        # Levels 1-3: the highest with evidence, gaps allowed (a known URI read unlisted).
+        ([CONNECT, READ_1], 3),
+        # From 4 up, each level needs the one below it (from the read of version 1).
+        ([CONNECT, ev(1300, "subscriptions/listen", uri=STATUS_URI)], 1),
+        ([CONNECT, LIST, SUBSCRIBE, NOTIFIED, READ_2], 2),
     ],
 )
 def test_each_level_needs_its_evidence(events, level) -> None:
     assert score_session(events).level == level
+
+
+def test_levels_from_subscribe_up_build_on_the_level_below() -> None:
+    # Subscribe and the first read in either order; the notification after the subscribe.
+    assert (
+        score_session(
+            [CONNECT, SUBSCRIBE, ev(1400, "resources/read", uri=STATUS_URI, version=1)]
+        ).level
+        == 4
+    )
+    # A notification of another subscription (before this session's own subscribe)
+    # is not this session's level 5.
+    early = ev(1250, UPDATED, "out", uri=STATUS_URI, version=2, delivered=True)
+    late_subscribe = ev(1400, "resources/subscribe", uri=STATUS_URI)
+    score = score_session([CONNECT, READ_1, early, late_subscribe])
+    assert score.level == 4
+    assert any(
+        n.startswith("recorded notified but not counted (notified came before subscribed)")
+        for n in score.notes
+    )
 
 
 def test_full_flow_has_every_checkpoint_and_the_reread_delay() -> None:
@@ -208,9 +233,18 @@ def test_a_late_client_in_shared_scope_first_reads_a_later_version() -> None:
 
 
 def test_a_level_reached_with_gaps_says_what_is_missing() -> None:
-    score = score_session([CONNECT, NOTIFIED, READ_2])
-    assert score.level == 6
-    assert any("without: discovered, read_initial, subscribed" in n for n in score.notes)
+    score = score_session([CONNECT, READ_1])
+    assert score.level == 3
+    assert any("without: discovered" in n for n in score.notes)
+
+
+def test_upper_checkpoints_without_the_chain_below_earn_nothing_and_say_why() -> None:
+    score = score_session([CONNECT, SUBSCRIBE, NOTIFIED, READ_2])
+    assert score.level == 1
+    assert any(
+        n.startswith("recorded subscribed, notified, re_read but not counted (no read_initial)")
+        for n in score.notes
+    ), score.notes
 
 
 def test_the_report_and_the_readme_follow_the_declared_levels() -> None:

@@ -317,6 +317,7 @@ async def test_a_get_resuming_a_post_stream_does_not_make_a_notification_deliver
             replayed = await stream.next_message()
             assert replayed["result"]["protocolVersion"] == "2025-11-25"
             mark = server.mark()
+            await raw.request("resources/read", {"uri": STATUS_URI})
             await raw.request("resources/subscribe", {"uri": STATUS_URI})
             line = await server.await_line(
                 r"\[notification/send\] notifications/resources/updated", float(DELAY) + BOUND, mark

@@ -1,8 +1,12 @@
 """Scoring: how far each session and each client got, from the evidence alone.
 
-Levels follow the lab's evidence levels (0-7). A session reaches the highest
-level whose evidence is recorded; a client is scored by its best session.
-Level 7 (the new content reached the model) is not observable by the server.
+Levels follow the lab's evidence levels (0-7). Levels 1-3 are the highest with
+evidence (reading a known URI without listing it is fine). From 4 up the levels build
+on each other: a level needs its own checkpoint and every one from ``read_initial``
+up to it (5 a notification delivered after the session's own subscribe, 6 a re-read
+after that notification). A client is scored by its best session. Level 7 (the new
+content reached the model) is not observable by the server: only the clients runner,
+which sees the model's requests, gives it.
 """
 
 from __future__ import annotations
@@ -82,8 +86,7 @@ class SessionScore:
 
     @property
     def level(self) -> int:
-        reached = [i + 1 for i, name in enumerate(CHECKPOINTS) if self.checkpoints[name]]
-        return max(reached, default=0)
+        return level_of(self.checkpoints)
 
     @property
     def reread_delay_ms(self) -> int | None:
@@ -112,6 +115,32 @@ class ClientScore:
         if len(self.sessions) > 1:
             notes.append(f"{len(self.sessions)} sessions; scored by the best one")
         return notes
+
+
+# The first level that builds on the ones below it (subscribed), and the checkpoint
+# the chain starts from (read_initial, level 3).
+CHAINED_FROM = 4
+
+
+def level_of(marks: dict[str, int | None]) -> int:
+    """The level a session's checkpoints earn: the highest of 1-3 with evidence,
+    then each of 4-6 as long as its checkpoint and all below it (from 3) are there,
+    in time order."""
+    level = max(
+        (i + 1 for i, name in enumerate(CHECKPOINTS[: CHAINED_FROM - 1]) if marks[name]),
+        default=0,
+    )
+    if level < CHAINED_FROM - 1:
+        return level
+    previous = marks[CHECKPOINTS[CHAINED_FROM - 2]]
+    for number in range(CHAINED_FROM, len(CHECKPOINTS) + 1):
+        at = marks[CHECKPOINTS[number - 1]]
+        # subscribe and the first read may come in either order; from the notification
+        # on, each checkpoint follows the one below it.
+        if at is None or (number > CHAINED_FROM and previous is not None and at < previous):
+            break
+        level, previous = number, at
+    return level
 
 
 def _ok(event: Event, direction: str, methods: Iterable[str], uri: str | None = None) -> bool:
@@ -182,6 +211,12 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
     missing = [name for name in CHECKPOINTS[: score.level] if marks[name] is None]
     if missing:
         notes.append(f"reached level {score.level} without: {', '.join(missing)}")
+    beyond = [name for name in CHECKPOINTS[score.level :] if marks[name] is not None]
+    if beyond:
+        notes.append(
+            f"recorded {', '.join(beyond)} but not counted ({_broken_link(score)}): "
+            f"levels from {CHAINED_FROM} up build on the level below"
+        )
     if score.initial_version not in (None, 1):
         notes.append(f"first read saw version {score.initial_version} (shared scope?)")
     if marks["subscribed"] is None and marks["read_initial"]:
@@ -226,6 +261,17 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
     if 1 <= score.level <= 3:
         notes.extend(_stop_notes(score))
     return notes
+
+
+def _broken_link(score: SessionScore) -> str:
+    """Where a session's chain of checkpoints from ``read_initial`` up breaks."""
+    marks, level = score.checkpoints, score.level
+    if level < CHAINED_FROM - 1:
+        return f"no {CHECKPOINTS[CHAINED_FROM - 2]}"
+    following = CHECKPOINTS[level]
+    if marks[following] is None:
+        return f"no {following}"
+    return f"{following} came before {CHECKPOINTS[level - 1]}"
 
 
 def _unadvertised_notes(events: list[Event]) -> list[str]:
