@@ -91,3 +91,10 @@ REVIEW_STATUS = ResourceSpec(
 
 # What the lab serves.
 LAB_CATALOG = Catalog([REVIEW_STATUS])
+
+# The server's ``instructions`` (initialize, server/discover). Some CLIs put them in
+# their model's context; the clients runner tells them apart from an update notice.
+SERVER_INSTRUCTIONS = (
+    f"Subscribe to {REVIEW_STATUS.uri}. It changes a few seconds later; when "
+    "notifications/resources/updated arrives, read it again."
+)

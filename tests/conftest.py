@@ -55,6 +55,7 @@ _MARKED_BY_FIXTURE = {
 # stdio clients, the fault matrix's own lab).
 _PROCESS_MODULES = {
     "test_cli",
+    "test_client_verdicts",
     "test_faults",
     "test_fault_matrix",
     "test_load",

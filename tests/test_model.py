@@ -1,9 +1,11 @@
-"""The scripted model endpoint, over real HTTP on loopback, one test per wire API.
+"""The scripted model endpoint, over real HTTP on loopback.
 
-Each test plays the CLI's side of one run: a request offering tools (the model must
-stream a call of the read tool with arguments from its schema), the first tool
-result (the model must await the update hook, then call again), the second result
-(the model answers in text), and checks what the model recorded.
+One test per wire API plays the CLI's side of a pull run: a request offering tools
+(the model must stream a call of the read tool with arguments from its schema), the
+first tool result (the model must await the update hook, then call again), the second
+result (the model answers in text), and checks what the model recorded. The scored
+script's tests (its neutral steps, what counts as a push or a notice, deferred tools)
+follow.
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ from typing import Any
 import httpx2
 import pytest
 
-from services.clients.model import (
+from services.catalog import SERVER_INSTRUCTIONS
+from services.clients.endpoint import serve
+from services.clients.model import PULL, SCORED, ScriptedModel
+from services.clients.tools import (
     VIA_RESOURCE_TOOL,
     VIA_SERVER_TOOL,
-    ScriptedModel,
+    deferred_names,
     fill_schema,
+    neutral_arguments,
+    pick_neutral_tool,
     pick_read_tool,
     pick_tool,
-    serve,
+    search_query,
 )
 
 URI = "test://review/status"
@@ -64,13 +71,13 @@ def as_json(text: str) -> str:
 class Run:
     """A scripted model served on loopback, with an update hook that counts its calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, mode: str = PULL, **options: float) -> None:
         self.updates = 0
 
         async def publish() -> None:
             self.updates += 1
 
-        self.model = ScriptedModel("lab", URI, on_first_result=publish)
+        self.model = ScriptedModel("lab", URI, publish, mode=mode, **options)
 
 
 async def play(
@@ -91,7 +98,7 @@ def check_record(run: Run, api: str) -> None:
     assert record.api == api
     assert record.tools_offered == ["list_mcp_resources", "read_mcp_resource"]
     assert (record.read_tool, record.read_via) == ("read_mcp_resource", VIA_RESOURCE_TOOL)
-    assert record.tool_calls == 2
+    assert record.read_calls == 2
     assert record.versions_seen == [1, 2]
     assert record.saw_v1 and record.saw_v2
     assert record.answer is not None and "status reviewed (version 2)" in record.answer
@@ -332,7 +339,7 @@ async def test_without_a_read_tool_the_model_reads_through_the_servers_tool() ->
     record = run.model.record
     assert run.updates == 1
     assert (record.read_tool, record.read_via) == ("lab-get_review_status", VIA_SERVER_TOOL)
-    assert record.tool_calls == 2 and record.versions_seen == [1, 2]
+    assert record.read_calls == 2 and record.versions_seen == [1, 2]
 
 
 async def test_no_read_tool_nor_server_tool_means_a_text_answer_naming_the_tools() -> None:
@@ -346,8 +353,8 @@ async def test_no_read_tool_nor_server_tool_means_a_text_answer_naming_the_tools
         reply = (await http.post("/v1/chat/completions", json=body)).json()
     assert "bash, view" in reply["choices"][0]["message"]["content"]
     record = run.model.record
-    assert record.tool_calls == 0 and not record.saw_v1 and record.read_tool is None
-    assert run.updates == 0
+    assert record.read_calls == 0 and not record.saw_v1 and record.read_tool is None
+    assert run.updates == 1  # applied all the same: the client could still bring it
 
 
 def test_pick_tool_prefers_the_clis_resource_tool_and_fill_schema() -> None:
@@ -379,3 +386,191 @@ def test_pick_tool_prefers_the_clis_resource_tool_and_fill_schema() -> None:
         "uri": URI,
         "mode": "a",
     }
+
+
+# The scored script: one read, neutral steps, and what counts as the client's push.
+
+TODO_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "todos": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string"},
+                    "status": {"type": "string", "enum": ["pending", "completed"]},
+                },
+                "required": ["content", "status"],
+            },
+        }
+    },
+    "required": ["todos"],
+}
+
+
+def chat_tools(names: dict[str, dict]) -> list[dict]:
+    return [
+        {"type": "function", "function": {"name": n, "parameters": p}} for n, p in names.items()
+    ]
+
+
+class Chat:
+    """A CLI's side of a chat conversation with the scripted model: it runs every
+    tool call the model makes (with canned results) and can add texts of its own."""
+
+    def __init__(self, http: httpx2.AsyncClient, tools: dict[str, dict]) -> None:
+        self.http = http
+        self.tools = chat_tools(tools)
+        self.messages: list[dict] = [{"role": "user", "content": "go"}]
+        self.calls: list[tuple[str, dict]] = []
+
+    async def turn(self, results: dict[str, str]) -> str | None:
+        """One request; runs the model's tool call (if any) with ``results[name]``;
+        returns the model's text when it answered instead."""
+        body = {"model": "m", "messages": self.messages, "tools": self.tools}
+        message = (await self.http.post("/v1/chat/completions", json=body)).json()["choices"][0][
+            "message"
+        ]
+        if not message.get("tool_calls"):
+            self.messages.append({"role": "assistant", "content": message["content"]})
+            return message["content"]
+        call = message["tool_calls"][0]
+        name, arguments = call["function"]["name"], json.loads(call["function"]["arguments"])
+        self.calls.append((name, arguments))
+        self.messages.append({"role": "assistant", "tool_calls": [call]})
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": results.get(name, "ok")}
+        )
+        return None
+
+    async def until_answer(self, results: dict[str, str], bound: int = 50) -> str:
+        for _ in range(bound):
+            answer = await self.turn(results)
+            if answer is not None:
+                return answer
+        raise AssertionError("the model never answered")
+
+
+FAST = {"observe_seconds": 0.3, "step_seconds": 0.05}
+
+
+async def test_scored_reads_once_then_takes_neutral_steps_and_sees_nothing_unasked() -> None:
+    run = Run(SCORED, **FAST)
+    tools = {"read_mcp_resource": READ_SCHEMA, "todowrite": TODO_SCHEMA, "bash": {}}
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, tools)
+        answer = await chat.until_answer({"read_mcp_resource": V1})
+        # A later turn (the CLI's continue flag): one neutral step, then an answer.
+        chat.messages.append({"role": "user", "content": "Thanks. Please wrap up."})
+        later = await chat.until_answer({})
+    names = [name for name, _ in chat.calls]
+    assert names[0] == "read_mcp_resource" and names.count("read_mcp_resource") == 1
+    assert set(names[1:]) == {"todowrite"} and len(names) >= 3
+    assert chat.calls[1][1] == {"todos": [{"content": "wait for the review", "status": "pending"}]}
+    assert "status pending (version 1)" in answer and later == "Done."
+    record = run.model.record
+    assert run.updates == 1 and record.update_applied_ms is not None
+    assert record.reflected is None and record.after_update >= 3
+    assert record.neutral_tool == "todowrite" and record.neutral_calls == len(names) - 1
+
+
+async def test_version_2_put_in_the_context_unasked_is_a_push() -> None:
+    run = Run(SCORED, **FAST)
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"read_mcp_resource": READ_SCHEMA, "todowrite": TODO_SCHEMA})
+        assert await chat.turn({"read_mcp_resource": V1}) is None  # the read
+        assert await chat.turn({}) is None  # the result: the update, then a neutral step
+        chat.messages.append({"role": "user", "content": "[resource changed]\n" + V2})
+        await chat.until_answer({})
+    record = run.model.record
+    assert record.reflected is not None and record.reflected.kind == "push"
+    assert record.reflected.request == 3 and "status: reviewed" in record.reflected.excerpt
+    assert record.read_calls == 1 and not record.saw_v2  # the model never asked for it
+
+
+async def test_a_notice_of_the_change_counts_and_the_labs_own_texts_do_not() -> None:
+    async def reflected(extra: list[dict]) -> str | None:
+        run = Run(SCORED, **FAST)
+        async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+            chat = Chat(http, {"read_mcp_resource": READ_SCHEMA, "todowrite": TODO_SCHEMA})
+            await chat.turn({"read_mcp_resource": V1})
+            await chat.turn({})
+            chat.messages += extra
+            await chat.until_answer({})
+        found = run.model.record.reflected
+        return None if found is None else found.kind
+
+    assert await reflected([{"role": "user", "content": f"Note: {URI} was updated."}]) == "notice"
+    # What the lab itself says (its instructions, which some CLIs show their model),
+    # a CLI's version banner, and a JSON-escaped version 1: none is the client's.
+    quiet = [
+        {
+            "role": "system",
+            "content": f"<system-reminder>\n{SERVER_INSTRUCTIONS}\n</system-reminder>",
+        },
+        {"role": "user", "content": "Claude Code version: 2.1.332"},
+        {"role": "user", "content": json.dumps({"text": V1})},
+    ]
+    assert await reflected(quiet) is None
+    escaped = [{"role": "user", "content": json.dumps({"text": V2})}]
+    assert await reflected(escaped) == "push"
+
+
+async def test_deferred_tools_are_loaded_through_the_tool_search_first() -> None:
+    """Claude Code 2.1.332 names its MCP resource tools in a reminder, behind ToolSearch."""
+    run = Run(SCORED, **FAST)
+    reminder = (
+        "<system-reminder>\nThe following deferred tools are now available via ToolSearch:\n"
+        "ListMcpResourcesTool\nReadMcpResourceTool\nTaskList\n</system-reminder>"
+    )
+    search = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"ToolSearch": search, "Read": {}})
+        chat.messages.insert(0, {"role": "user", "content": reminder})
+        await chat.turn({"ToolSearch": "loaded"})
+        assert chat.calls == [("ToolSearch", {"query": "select:ReadMcpResourceTool,TaskList"})]
+        chat.tools += chat_tools({"ReadMcpResourceTool": READ_SCHEMA, "TaskList": {}})
+        await chat.until_answer({"ReadMcpResourceTool": V1})
+    assert chat.calls[1] == ("ReadMcpResourceTool", {"server": "lab", "uri": URI})
+    assert {name for name, _ in chat.calls[2:]} == {"TaskList"}
+    record = run.model.record
+    assert record.searches == ["select:ReadMcpResourceTool,TaskList"]
+    assert record.failure is None and record.saw_v1
+
+
+async def test_a_read_tool_named_but_never_offered_is_the_runners_failure() -> None:
+    run = Run(SCORED, **FAST)
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"Read": {}})
+        chat.messages.insert(0, {"role": "user", "content": "deferred:\nReadMcpResourceTool\n"})
+        await chat.until_answer({})
+    failure = run.model.record.failure
+    assert failure is not None and "names its read tool ReadMcpResourceTool" in failure
+
+
+async def test_without_anything_to_read_with_the_update_is_applied_and_watched() -> None:
+    """Copilot without the lab's tool: nothing to read with; the model still waits."""
+    run = Run(SCORED, **FAST)
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"bash": {}, "list_bash": {}})
+        await chat.until_answer({})
+    record = run.model.record
+    assert run.updates == 1 and record.read_calls == 0
+    assert record.neutral_tool == "list_bash" and record.neutral_calls >= 1
+    assert record.failure is None
+
+
+def test_neutral_and_deferred_tool_picks() -> None:
+    assert pick_neutral_tool(["Bash", "TaskList", "TodoWrite"]) == "TaskList"
+    assert pick_neutral_tool(["read_mcp_resource", "lab-get_review_status", "bash"]) is None
+    assert neutral_arguments(TODO_SCHEMA) == {
+        "todos": [{"content": "wait for the review", "status": "pending"}]
+    }
+    assert deferred_names(["x\nReadMcpResourceTool\nTaskList\n"]) == (
+        "ReadMcpResourceTool",
+        "TaskList",
+    )
+    assert deferred_names(["nothing here"]) == (None, None)
+    assert search_query("ReadMcpResourceTool", None) == "select:ReadMcpResourceTool"
+    assert search_query(None, None) == "read mcp resource"

@@ -28,6 +28,10 @@ class Turn:
     tools: dict[str, dict[str, Any]]  # name -> JSON schema of the arguments
     results: list[str]  # text of every tool result in the conversation, in order
     json_schema: dict[str, Any] | None = None  # a structured answer was asked for
+    # Every text of the request but its tool definitions (system prompt, messages,
+    # tool results), one string per JSON string: where a CLI would put an update.
+    texts: list[str] = field(default_factory=list)
+    body: dict[str, Any] = field(default_factory=dict)  # the request as sent
 
 
 @dataclass
@@ -48,6 +52,21 @@ def flatten_text(value: Any) -> str:
     if isinstance(value, dict):
         return "\n".join(t for t in (flatten_text(v) for v in value.values()) if t)
     return ""
+
+
+# Keys whose values are tool definitions, not conversation.
+_TOOL_KEYS = frozenset({"tools", "tool_choice", "functionDeclarations", "toolConfig"})
+
+
+def leaf_texts(value: Any) -> list[str]:
+    """Every string in a request body, outside its tool definitions."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for v in value for t in leaf_texts(v)]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() if k not in _TOOL_KEYS for t in leaf_texts(v)]
+    return []
 
 
 _ids = itertools.count(1)
@@ -88,7 +107,7 @@ def anthropic_turn(body: dict[str, Any]) -> Turn:
         for block in message["content"]
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
-    return Turn(tools=tools, results=results)
+    return Turn(tools=tools, results=results, texts=leaf_texts(body), body=body)
 
 
 def anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
@@ -170,7 +189,7 @@ def responses_turn(body: dict[str, Any]) -> Turn:
         for item in (items if isinstance(items, list) else [])
         if isinstance(item, dict) and item.get("type") == "function_call_output"
     ]
-    return Turn(tools=tools, results=results)
+    return Turn(tools=tools, results=results, texts=leaf_texts(body), body=body)
 
 
 def responses_events(reply: Reply, model: str) -> list[tuple[str | None, Any]]:
@@ -261,7 +280,7 @@ def chat_turn(body: dict[str, Any]) -> Turn:
     response_format = body.get("response_format")
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema") or {}
-    return Turn(tools=tools, results=results, json_schema=schema)
+    return Turn(tools=tools, results=results, json_schema=schema, texts=leaf_texts(body), body=body)
 
 
 def chat_completion(reply: Reply, model: str) -> dict[str, Any]:
@@ -331,7 +350,11 @@ def gemini_turn(body: dict[str, Any]) -> Turn:
     if schema is None and config.get("responseMimeType") == "application/json":
         schema = {}
     return Turn(
-        tools=tools, results=results, json_schema=_lower_types(schema) if schema else schema
+        tools=tools,
+        results=results,
+        json_schema=_lower_types(schema) if schema else schema,
+        texts=leaf_texts(body),
+        body=body,
     )
 
 

@@ -33,18 +33,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME=X",
-        help="run version X of client NAME instead of the pinned one (repeatable)",
+        help="run version X of client NAME instead of the pinned one (repeatable); "
+        "X may be 'latest', resolved through npm",
     )
     run.add_argument(
         "--scenario",
         choices=list(SCENARIO_CHOICES),
         default="both",
         help="run each client against a lab without the server's tool (no-tool), with it "
-        "(tool: MCP_TEST_ENABLE_TOOL=true), or both, one after the other (default)",
+        "(tool: MCP_TEST_ENABLE_TOOL=true), or both, one after the other (default); each "
+        "setup has a scored run and a pull run",
     )
     run.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     run.add_argument(
         "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
+    )
+    run.add_argument(
+        "--observe",
+        type=float,
+        default=6.0,
+        metavar="SECONDS",
+        help="how long the scored run watches, after the update, for the client to bring "
+        "it to its model unasked (default 6)",
     )
     run.set_defaults(func=_cmd_run)
 
@@ -70,7 +80,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
     scenarios = SCENARIO_CHOICES[args.scenario]
-    rows = asyncio.run(runner.run_clients(names, versions, args.timeout, scenarios))
+    if args.observe <= 0 or args.timeout <= 0:
+        print("mcp-lab: --observe and --timeout must be positive", file=sys.stderr)
+        return 2
+    rows = asyncio.run(
+        runner.run_clients(names, versions, args.timeout, scenarios, observe=args.observe)
+    )
     if args.format == "json":
         print(matrix.to_json(rows))
     elif args.format == "markdown":

@@ -1,17 +1,27 @@
-"""How to point each agent CLI at the lab and at the scripted model, and run it once.
+"""How to point each agent CLI at the lab and at the scripted model, and run it.
 
 A driver writes the CLI's config into the run's own HOME (or working directory) and
-returns the command line and environment variables; the runner does the rest.
+returns the command line and environment variables for one turn: the first, or a later
+one that continues the same session with the CLI's own continue flag (``resume``). The
+runner does the rest.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 SERVER_NAME = "lab"
+# The scored run's first turn: one read; it never asks for the resource again.
 PROMPT = (
+    "Read the MCP resource test://review/status of the MCP server 'lab' and tell me its status."
+)
+# The scored run's later turn (the CLI's continue flag): asks for nothing.
+CONTINUE_PROMPT = "Thanks. Please wrap up."
+# The pull run: the model is asked to read again (never a level).
+PULL_PROMPT = (
     "Read the MCP resource test://review/status of the MCP server 'lab', "
     "read it again, and tell me its status."
 )
@@ -33,21 +43,27 @@ class Invocation:
     env: dict[str, str]
 
 
+# binary, directories, prompt, resume (continue the last session) -> what to run
+Driver = Callable[[str, RunDirs, str, bool], Invocation]
+
+
 def _write_json(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def claude_code(binary: str, dirs: RunDirs) -> Invocation:
-    """Claude Code in ``-p`` mode, Anthropic Messages, the lab over Streamable HTTP."""
+def claude_code(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
+    """Claude Code in ``-p`` mode (``-c`` continues), Anthropic Messages, the lab over
+    Streamable HTTP."""
     config = dirs.workdir / "mcp.json"
     _write_json(config, {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url}}})
     allowed = f"ReadMcpResourceTool,ListMcpResourcesTool,mcp__{SERVER_NAME}"
     return Invocation(
         argv=[
             binary,
+            *(["-c"] if resume else []),
             "-p",
-            PROMPT,
+            prompt,
             "--model",
             "claude-sonnet-4-5",
             "--mcp-config",
@@ -65,8 +81,9 @@ def claude_code(binary: str, dirs: RunDirs) -> Invocation:
     )
 
 
-def gemini_cli(binary: str, dirs: RunDirs) -> Invocation:
-    """Gemini CLI with ``-p --yolo``, Gemini API, the lab over Streamable HTTP (trusted)."""
+def gemini_cli(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
+    """Gemini CLI with ``-p --yolo`` (``--resume latest`` continues), Gemini API, the lab
+    over Streamable HTTP (trusted)."""
     gemini = dirs.home / ".gemini"
     _write_json(
         gemini / "settings.json",
@@ -80,7 +97,15 @@ def gemini_cli(binary: str, dirs: RunDirs) -> Invocation:
     )
     _write_json(gemini / "trustedFolders.json", {str(dirs.workdir): "TRUST_FOLDER"})
     return Invocation(
-        argv=[binary, "-p", PROMPT, "--yolo", "-m", "gemini-2.5-flash"],
+        argv=[
+            binary,
+            *(["--resume", "latest"] if resume else []),
+            "-p",
+            prompt,
+            "--yolo",
+            "-m",
+            "gemini-2.5-flash",
+        ],
         env={
             "GOOGLE_GEMINI_BASE_URL": dirs.model_url,
             "GEMINI_API_KEY": "lab-offline",
@@ -89,8 +114,9 @@ def gemini_cli(binary: str, dirs: RunDirs) -> Invocation:
     )
 
 
-def codex(binary: str, dirs: RunDirs) -> Invocation:
-    """Codex CLI ``exec``, OpenAI Responses from a custom provider, the lab over HTTP."""
+def codex(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
+    """Codex CLI ``exec`` (``exec resume --last`` continues), OpenAI Responses from a
+    custom provider, the lab over HTTP."""
     codex_home = dirs.home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
@@ -114,13 +140,20 @@ def codex(binary: str, dirs: RunDirs) -> Invocation:
         )
     )
     return Invocation(
-        argv=[binary, "exec", "--skip-git-repo-check", PROMPT],
+        argv=[
+            binary,
+            "exec",
+            *(["resume", "--last"] if resume else []),
+            "--skip-git-repo-check",
+            prompt,
+        ],
         env={"CODEX_HOME": str(codex_home)},
     )
 
 
-def opencode(binary: str, dirs: RunDirs) -> Invocation:
-    """OpenCode ``run``, an OpenAI-compatible provider (Chat Completions), the lab remote."""
+def opencode(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
+    """OpenCode ``run`` (``run -c`` continues), an OpenAI-compatible provider (Chat
+    Completions), the lab remote."""
     _write_json(
         dirs.workdir / "opencode.json",
         {
@@ -146,19 +179,20 @@ def opencode(binary: str, dirs: RunDirs) -> Invocation:
         },
     )
     return Invocation(
-        argv=[binary, "run", PROMPT],
+        argv=[binary, "run", *(["-c"] if resume else []), prompt],
         env={"OPENCODE_DISABLE_AUTOUPDATE": "true", "OPENCODE_DISABLE_MODELS_FETCH": "true"},
     )
 
 
-def copilot(binary: str, dirs: RunDirs) -> Invocation:
-    """GitHub Copilot CLI ``-p`` in offline mode with a custom provider (Chat Completions)."""
+def copilot(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
+    """GitHub Copilot CLI ``-p`` (``--continue`` continues) in offline mode with a custom
+    provider (Chat Completions)."""
     _write_json(
         dirs.home / ".copilot" / "mcp-config.json",
         {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url, "tools": ["*"]}}},
     )
     return Invocation(
-        argv=[binary, "-p", PROMPT, "--allow-all-tools"],
+        argv=[binary, *(["--continue"] if resume else []), "-p", prompt, "--allow-all-tools"],
         env={
             "COPILOT_OFFLINE": "true",
             "COPILOT_PROVIDER_BASE_URL": f"{dirs.model_url}/v1",
@@ -169,7 +203,7 @@ def copilot(binary: str, dirs: RunDirs) -> Invocation:
     )
 
 
-AGENT_DRIVERS = {
+AGENT_DRIVERS: dict[str, Driver] = {
     "claude-code": claude_code,
     "gemini-cli": gemini_cli,
     "codex": codex,

@@ -3,8 +3,10 @@
 The processes are the same ones ``mcp-lab up`` runs, on free loopback ports, with
 their output kept (for waiting on a line, and for the run's logs). The state scope
 is ``shared``: the runner's update (target ``*``) bumps the one state every session
-reads, so a client that re-reads without subscribing still meets version 2. The
-scenario decides ``MCP_TEST_ENABLE_TOOL`` (whether the server offers its tool).
+reads, so a client that re-reads without subscribing still meets version 2. A client
+that subscribes is also updated by the lab itself, ``MCP_TEST_UPDATE_DELAY_SECONDS``
+(here 1 s unless the caller sets it) after its subscribe. The scenario decides
+``MCP_TEST_ENABLE_TOOL`` (whether the server offers its tool).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ _FORCED = frozenset(
     }
 )
 _STOP_TIMEOUT = 10.0
+UPDATE_DELAY_SECONDS = 1.0
 
 
 class Process:
@@ -117,7 +120,8 @@ class Lab:
 
     def __init__(self, redis_url: str, port: int, server: Process, updater: Process) -> None:
         self.redis_url = redis_url
-        self.mcp_url = f"http://127.0.0.1:{port}/mcp"
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.mcp_url = f"{self.base_url}/mcp"
         self.server = server
         self.updater = updater
         self.run_id = "0-0"
@@ -155,6 +159,9 @@ def _env(redis_url: str, port: int, enable_tool: bool) -> dict[str, str]:
     port, scope and tool setting of this lab; a .env file is not read (the lab runs in
     the run's own directory)."""
     env = {k: v for k, v in os.environ.items() if k not in _FORCED}
+    # A subscriber is updated this soon after its subscribe (the lab's own promise);
+    # the runner's observation window covers it. The caller's setting wins.
+    env.setdefault("MCP_TEST_UPDATE_DELAY_SECONDS", str(UPDATE_DELAY_SECONDS))
     env.update(
         REDIS_URL=redis_url,
         PYTHONUNBUFFERED="1",

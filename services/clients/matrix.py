@@ -1,5 +1,14 @@
-"""The compatibility matrix: its rows, its scenarios, and its three renderings
-(a terminal table, markdown for docs/clients.md, JSON)."""
+"""The compatibility matrix: its rows, its lab setups, and its three renderings (a
+terminal table, markdown for docs/clients.md, JSON).
+
+A row is one client in one lab setup (``no tool`` / ``tool``). It answers the seed's
+checklist, each box yes/no with the time it happened (seconds after the client
+started), from the client's own evidence in the scored run: connected, listed, read,
+subscribed, notified, re-read after the notification, reflected (``push``: version 2
+reached the model unasked; ``notice``: a text saying it changed; ``no``). ``pull``
+answers another question, from a separate run: did version 2 reach the model when the
+model asked to read again? It is a column and a note, never a level.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +28,40 @@ SCENARIO_CHOICES: dict[str, tuple[str, ...]] = {
     "tool": (TOOL_SCENARIO,),
     "both": SCENARIOS,
 }
+# The checklist's boxes, in order, and their column titles. The first six are the
+# lab's checkpoints (scoring.CHECKPOINTS), under the seed's names.
+CHECKLIST: dict[str, str] = {
+    "connected": "connect",
+    "listed": "list",
+    "read": "read v1",
+    "subscribed": "subscribe",
+    "notified": "notified",
+    "re_read": "re-read",
+    "reflected": "reflected",
+    "pull": "pull",
+}
+CHECKPOINT_BOXES: dict[str, str] = dict(
+    zip(scoring.CHECKPOINTS, list(CHECKLIST)[: len(scoring.CHECKPOINTS)], strict=True)
+)
+PUSH, NOTICE = "push", "notice"
+RUNNER_FAILED = "runner failed"
+NOT_RUN = "not run"
+
+
+@dataclass
+class Check:
+    """One box of the checklist: the answer, and when (seconds after the client started)."""
+
+    answer: str  # "yes", "no", "push", "notice", "n/a"
+    at_s: float | None = None
+
+    def cell(self) -> str:
+        return self.answer if self.at_s is None else f"{self.answer} {self.at_s:.1f}s"
 
 
 @dataclass
 class Row:
-    """One line of the compatibility matrix: one client in one scenario (``-`` for a
+    """One line of the compatibility matrix: one client in one lab setup (``-`` for a
     client that could not be installed)."""
 
     client: str
@@ -31,59 +69,69 @@ class Row:
     scenario: str
     protocol: str = "-"
     transport: str = "-"
-    level: int = 0
-    server_level: int = 0
+    # The client's level; None when the runner failed or could not run it (shown "-").
+    level: int | None = 0
+    server_level: int | None = 0  # from the lab's evidence alone (0-6)
+    checklist: dict[str, Check] = field(default_factory=dict)
+    reflected: str | None = None  # PUSH, NOTICE, "no"; None without a model (Inspector)
+    pull: bool | None = None  # version 2 reached the model when it asked (None: not run)
+    runner_failed: str | None = None
     notes: list[str] = field(default_factory=list)
-    model_saw_v1: bool | None = None
-    model_saw_v2: bool | None = None
     client_info: str = "-"
     sessions: int = 0
     exit_code: int | None = None
     seconds: float = 0.0
-    model: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None  # the scored run's model record
+    pull_model: dict[str, Any] | None = None
+    # The checkpoints the wire capture shows (True/False), where it disagrees or not.
+    wire: dict[str, bool] | None = None
+    runs: dict[str, str] = field(default_factory=dict)  # run -> its folder
+
+    def fail(self, why: str) -> Row:
+        """Mark the row as the runner's failure: no level."""
+        self.runner_failed = why
+        self.level = self.server_level = None
+        self.notes.insert(0, f"{RUNNER_FAILED}: {why}")
+        return self
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["level_name"] = scoring.LEVEL_NAMES[self.level]
+        data["level_name"] = level_name(self.level) if self.level is not None else self.no_level
         return data
 
+    @property
+    def no_level(self) -> str:
+        """Why a row without a level has none."""
+        return RUNNER_FAILED if self.runner_failed else NOT_RUN
 
-def _yes(value: bool | None) -> str:
-    return "n/a" if value is None else ("yes" if value else "no")
+
+def level_name(level: int) -> str:
+    return scoring.LEVEL_NAMES[level]
 
 
-_COLUMNS = (
-    "client",
-    "version",
-    "scenario",
-    "protocol",
-    "transport",
-    "level",
-    "model saw v1",
-    "model saw v2",
-)
+_COLUMNS = ("client", "version", "scenario", "protocol", "level", *CHECKLIST.values())
+
+
+def level_cell(row: Row) -> str:
+    if row.level is None:
+        return f"- {row.no_level}"
+    cell = f"{row.level} {level_name(row.level)}"
+    if row.server_level is not None and row.server_level != row.level:
+        cell += f" (server: {row.server_level})"
+    return cell
 
 
 def _cells(row: Row) -> list[str]:
-    level = f"{row.level} {scoring.LEVEL_NAMES[row.level]}"
-    if row.server_level != row.level:
-        level += f" (server: {row.server_level})"
-    return [
-        row.client,
-        row.version,
-        row.scenario,
-        row.protocol,
-        row.transport,
-        level,
-        _yes(row.model_saw_v1),
-        _yes(row.model_saw_v2),
-    ]
+    boxes = [row.checklist[key].cell() if key in row.checklist else "-" for key in CHECKLIST]
+    return [row.client, row.version, row.scenario, row.protocol, level_cell(row), *boxes]
 
 
 def to_table(rows: list[Row]) -> str:
     cells = [list(_COLUMNS), *(_cells(r) for r in rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in cells]
+    lines.append("")
+    lines.append("times: seconds after the client started; pull is never a level")
     for row in rows:
         lines.append(f"{row.client} ({row.scenario}): " + ("; ".join(row.notes) or "-"))
     return "\n".join(lines)

@@ -1,24 +1,32 @@
-"""A scripted model endpoint on loopback, for running real agent CLIs offline.
+"""The scripted model: what it answers a CLI, and what it saw.
 
-It speaks four wire APIs (:mod:`services.clients.apis`), streamed as the CLIs expect
-them (tool calls included):
-Anthropic Messages (``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``),
-OpenAI Chat Completions (``POST /v1/chat/completions``) and Gemini
-(``POST /v1beta/models/M:streamGenerateContent`` and ``:generateContent``).
+The HTTP endpoint around it (four wire APIs) is :mod:`services.clients.endpoint`; each
+request reaches :meth:`ScriptedModel.decide` as a :class:`~services.clients.apis.Turn`.
+It plays one of two scripts:
 
-Whatever the API, the model follows one script (see :meth:`ScriptedModel.decide`):
+``scored`` (the verdict's run; the model never asks for the resource twice)
+    1. read the resource once, through the CLI's resource-read tool (loaded first
+       through the CLI's tool search when the CLI offers it deferred), or through the
+       lab's own tool when the CLI offers no resource tool (:mod:`services.clients.tools`);
+    2. when that result is back (at once, when it has nothing to read with), await the
+       update hook (the runner applies the lab's update there), then take *neutral*
+       steps for ``observe_seconds``: a call of a tool that reads nothing of the lab
+       every ``step_seconds`` (or none, where the CLI offers no such tool), then answer
+       in text;
+    3. a later turn of the same session (the CLI's continue flag) gets one more
+       neutral step and a text answer.
+    Every request after the update is inspected: version 2 of the resource anywhere
+    in it is a *push*, a text the CLI added that says the resource changed is a
+    *notice* (:attr:`ModelRecord.reflected`). Only those are level 7: the client put
+    the update into its model's context without the model asking.
 
-1. it calls the CLI's resource-read tool (found by name among the offered tools,
-   its arguments filled from the tool's JSON schema: server name and URI); when the
-   CLI offers none, it calls the server's own tool (``get_review_status``, under
-   whatever prefix the CLI gives it), if the server offers one;
-2. when the first tool result comes back it awaits the ``on_first_result`` hook
-   (the runner publishes the lab's update there), then calls the tool again;
-3. after the second result it answers in plain text.
+``pull`` (a separate question: can the client read the new version when asked?)
+    read, await the update hook, read again, answer. Never a level.
 
-A request that offers no tools (titles, next-speaker checks) gets a plain answer,
-or an object filled from the requested JSON schema. Every tool result that reaches
-the model is recorded in :class:`ModelRecord`: that is the lab's level 7.
+Requests without tools (titles, next-speaker checks) get a plain answer, or an object
+filled from the requested JSON schema. A request the script cannot answer (a CLI that
+names its read tool but offers no way to call it, a failed update) is the runner's
+failure (:attr:`ModelRecord.failure`), never a client level.
 """
 
 from __future__ import annotations
@@ -27,63 +35,77 @@ import asyncio
 import json
 import logging
 import re
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
-from services.clients.apis import (
-    Reply,
-    Turn,
-    anthropic_events,
-    anthropic_message,
-    anthropic_turn,
-    chat_completion,
-    chat_events,
-    chat_turn,
-    gemini_events,
-    gemini_response,
-    gemini_turn,
-    responses_events,
-    responses_turn,
-    sse,
-)
+from services.catalog import REVIEW_STATUS, SERVER_INSTRUCTIONS
+from services.clients import tools as picks
+from services.clients.apis import Reply, Turn
 
 logger = logging.getLogger("mcp_lab.model")
 
-# Names under which the CLIs offer "read an MCP resource" to their model.
-READ_TOOL_NAMES = ("ReadMcpResourceTool", "read_mcp_resource")
-# The lab's own tool (``MCP_TEST_ENABLE_TOOL``); each CLI prefixes it with the server's name.
-SERVER_TOOL = "get_review_status"
-VIA_RESOURCE_TOOL, VIA_SERVER_TOOL = "resource tool", "server tool"
-_VERSION = re.compile(r"version: (\d+)")
+SCORED, PULL = "scored", "pull"
+MODES = (SCORED, PULL)
+# The resource's text, as it reaches a model raw or inside JSON (``\n`` escaped):
+# "status: <word>" then "version: <n>" (never "version: 2.1.332" of a CLI's banner).
+RESOURCE_TEXT = re.compile(r"status: ([\w-]+)(?:\\[rn]|\s)+version: (\d+)(?![\d.])")
+_UPDATE_WORDS = re.compile(
+    r"\b(updated|changed|modified|new version|notifications/resources/updated)\b", re.I
+)
+_STEP_SECONDS = 1.5
+_OBSERVE_SECONDS = 6.0
+_SEARCHES = 2  # tool-search calls the model makes before it gives up
+_EXCERPT = 240
+
+
+def versions_in(text: str) -> list[int]:
+    """The resource versions in ``text``, in order."""
+    return [int(m.group(2)) for m in RESOURCE_TEXT.finditer(text)]
+
+
+def _mentions_resource(text: str, uri: str) -> bool:
+    return uri in text or uri.split("://", 1)[-1] in text or REVIEW_STATUS.name in text
+
+
+@dataclass
+class Reflection:
+    """The first request in which the update reached the model unasked."""
+
+    kind: str  # "push": version >= 2 of the resource; "notice": a text saying it changed
+    request: int  # the request's number in the run (1-based)
+    at_ms: int
+    excerpt: str
 
 
 @dataclass
 class ModelRecord:
     """What the scripted model saw during one run."""
 
+    mode: str = SCORED
     api: str | None = None
     requests: int = 0
     tools_offered: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)  # tool-search queries made
     read_tool: str | None = None  # the tool the model read the resource with
     read_via: str | None = None  # VIA_RESOURCE_TOOL (the CLI's) or VIA_SERVER_TOOL (the lab's)
-    tool_calls: int = 0
-    tool_results: list[str] = field(default_factory=list)
+    read_calls: int = 0
+    read_results: list[str] = field(default_factory=list)  # of the reads the model asked for
+    read_results_ms: list[int] = field(default_factory=list)  # when each came back
+    neutral_tool: str | None = None
+    neutral_calls: int = 0
+    update_applied_ms: int | None = None
+    after_update: int = 0  # model requests the CLI sent after the update was applied
+    reflected: Reflection | None = None
     answer: str | None = None
-    update_error: str | None = None
+    failure: str | None = None  # what the script could not do: the runner's failure
+    unserved: list[str] = field(default_factory=list)  # requests to paths it does not serve
 
     @property
     def versions_seen(self) -> list[int]:
-        """The resource versions that appear in the tool results, in order."""
-        return [int(m) for text in self.tool_results for m in _VERSION.findall(text)]
+        """The resource versions in the results of the reads the model asked for."""
+        return [v for text in self.read_results for v in versions_in(text)]
 
     @property
     def saw_v1(self) -> bool:
@@ -91,6 +113,7 @@ class ModelRecord:
 
     @property
     def saw_v2(self) -> bool:
+        """Version 2 (or later) came back from a read the model asked for."""
         return any(v >= 2 for v in self.versions_seen)
 
     def to_json(self) -> dict[str, Any]:
@@ -99,259 +122,249 @@ class ModelRecord:
         return data
 
 
-def fill_schema(schema: dict[str, Any], values: dict[str, Any] | None = None) -> Any:
-    """A value that satisfies a (simple) JSON schema. Object properties whose name
-    contains a key of ``values`` take that value (``server`` matches ``server_name``)."""
-    values = values or {}
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object" or "properties" in schema:
-        out: dict[str, Any] = {}
-        properties: dict[str, Any] = schema.get("properties", {})
-        required = set(schema.get("required", []))
-        for name, sub in properties.items():
-            hit = next((v for k, v in values.items() if k in name.lower()), None)
-            if hit is not None:
-                out[name] = hit
-            elif name in required:
-                out[name] = fill_schema(sub if isinstance(sub, dict) else {}, values)
-        return out
-    defaults: dict[str, Any] = {"integer": 0, "number": 0, "boolean": False, "array": []}
-    return defaults.get(str(kind), "")
-
-
-def pick_read_tool(names: list[str]) -> str | None:
-    """The offered tool that reads an MCP resource, if any."""
-    for wanted in READ_TOOL_NAMES:
-        if wanted in names:
-            return wanted
-    for name in names:
-        lowered = name.lower()
-        if "read" in lowered and "resource" in lowered and "template" not in lowered:
-            return name
-    return None
-
-
-def pick_server_tool(names: list[str]) -> str | None:
-    """The offered tool that is the lab's ``get_review_status``, whatever its prefix
-    (``mcp__lab__``, ``mcp_lab_``, ``lab_``, ``lab-``)."""
-    return next((name for name in names if name.endswith(SERVER_TOOL)), None)
-
-
-def pick_tool(names: list[str]) -> tuple[str, str] | None:
-    """The tool the model reads with, and which kind it is: the CLI's resource-read
-    tool when offered, else the server's tool."""
-    tool = pick_read_tool(names)
-    if tool is not None:
-        return tool, VIA_RESOURCE_TOOL
-    tool = pick_server_tool(names)
-    return (tool, VIA_SERVER_TOOL) if tool is not None else None
-
-
 # Called with no arguments; what it returns (the runner's publish_update returns the
 # updater's log line) is not used.
 UpdateHook = Callable[[], Awaitable[object]]
 
 
 class ScriptedModel:
-    """The script and its record; :func:`build_app` puts the wire APIs around it."""
+    """The script and its record; :func:`services.clients.endpoint.build_app` puts the
+    wire APIs around it."""
 
     def __init__(
         self,
         server_name: str,
         uri: str,
-        on_first_result: UpdateHook | None = None,
+        on_update: UpdateHook | None = None,
+        *,
+        mode: str = SCORED,
+        observe_seconds: float = _OBSERVE_SECONDS,
+        step_seconds: float = _STEP_SECONDS,
         update_timeout: float = 30.0,
+        lab_texts: Iterable[str] = (SERVER_INSTRUCTIONS, REVIEW_STATUS.description),
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: expected one of {MODES}")
         self.server_name = server_name
         self.uri = uri
-        self.record = ModelRecord()
-        self._on_first_result = on_first_result
+        self.mode = mode
+        self.record = ModelRecord(mode=mode)
+        # Every request and the reply it got, for the run's folder.
+        self.exchanges: list[dict[str, Any]] = []
+        self._on_update = on_update
+        self._observe_seconds = observe_seconds
+        self._step_seconds = step_seconds
         self._update_timeout = update_timeout
+        self._lab_texts = [t for t in lab_texts if t]
         self._update: asyncio.Task[object] | None = None
+        self._phase = "read"
+        self._pending: str | None = None  # the kind of the model's last tool call
+        self._window_end = 0.0
+        self._later_steps = 0
+        self._seen: set[str] = set()
 
     async def decide(self, api: str, turn: Turn) -> Reply:
         """The next reply for ``turn`` (see the module docstring)."""
-        record = self.record
-        record.requests += 1
+        self.record.requests += 1
+        number = self.record.requests
         logger.info(
             "[model] %s request %d: %d tool(s), %d tool result(s)",
             api,
-            record.requests,
+            number,
             len(turn.tools),
             len(turn.results),
         )
+        at_ms = int(time.time() * 1000)
+        try:
+            reply = await self._decide(api, turn, number, at_ms)
+        except Exception as exc:  # a request the script cannot answer: the runner's fault
+            self.record.failure = self.record.failure or f"{type(exc).__name__}: {exc}"
+            logger.exception("[model] request %d failed", number)
+            reply = Reply(text="The scripted model failed on this request.")
+        self.exchanges.append(
+            {
+                "request": number,
+                "api": api,
+                "at_ms": at_ms,
+                "body": turn.body,
+                "reply": asdict(reply),
+            }
+        )
+        return reply
+
+    def unserved(self, method: str, path: str) -> None:
+        """A request to a path the endpoint does not serve (kept for the row's notes)."""
+        self.record.unserved.append(f"{method} {path}")
+
+    async def _decide(self, api: str, turn: Turn, number: int, at_ms: int) -> Reply:
+        answered, self._pending = self._pending, None
+        own_result = turn.results[-1] if answered == "read" and turn.results else ""
+        self._observe(turn, number, at_ms, own_result)
         if not turn.tools:
             if turn.json_schema is not None:
-                return Reply(text=json.dumps(fill_schema(turn.json_schema)))
+                return Reply(text=json.dumps(picks.fill_schema(turn.json_schema)))
             return Reply(text="ok")
+        record = self.record
         record.api = api
-        names = list(turn.tools)
         if not record.tools_offered:
-            record.tools_offered = names
-        picked = pick_tool(names)
-        if len(turn.results) > len(record.tool_results):
-            record.tool_results = list(turn.results)
-        if picked is None:
-            return self._answer(
-                f"Neither a resource-read tool nor the server's {SERVER_TOOL} was offered "
-                f"(tools: {', '.join(names)})."
-            )
-        tool, kind = picked
-        if record.read_tool is None:
-            record.read_tool, record.read_via = tool, kind
-        arguments = fill_schema(turn.tools[tool], {"server": self.server_name, "uri": self.uri})
-        if not turn.results:
-            record.tool_calls += 1
-            return Reply(tool=tool, arguments=arguments)
-        if len(turn.results) == 1:
+            record.tools_offered = list(turn.tools)
+        if answered == "read":
+            record.read_results.append(own_result)
+            record.read_results_ms.append(at_ms)
+        if self._phase == "read":
+            return await self._first_read(turn)
+        if self._phase == "first-result":
             await self._await_update()
-            record.tool_calls += 1
-            return Reply(tool=tool, arguments=arguments)
-        return self._answer(
-            "First read: "
-            + _summary(turn.results[0])
-            + "; second read: "
-            + _summary(turn.results[-1])
+            if self.mode == PULL:
+                self._phase = "second-result"
+                return self._read(turn)
+            self._phase = "observe"
+            self._window_end = time.monotonic() + self._observe_seconds
+        if self._phase == "observe":
+            return await self._observe_step(turn)
+        if self._phase == "second-result":
+            self._phase = "answered"
+            return self._answer(
+                "First read: " + _summary(record.read_results[0] if record.read_results else "")
+                + "; second read: " + _summary(own_result)
+            )  # fmt: skip
+        return self._later_turn(turn)
+
+    async def _first_read(self, turn: Turn) -> Reply:
+        """Call the read tool (loading it through a tool search first, if need be)."""
+        record = self.record
+        picked = picks.pick_tool(turn.tools)
+        if picked is not None:
+            record.read_tool, record.read_via = picked
+            self._phase = "first-result"
+            return self._read(turn)
+        search = picks.pick_tool_search(turn.tools)
+        read, neutral = picks.deferred_names(turn.texts)
+        if search is not None and len(record.searches) < _SEARCHES:
+            query = picks.search_query(read, neutral)
+            record.searches.append(query)
+            self._pending = "search"
+            arguments = picks.fill_schema(turn.tools[search], {"query": query})
+            return Reply(tool=search, arguments=arguments)
+        if read is not None:
+            record.failure = (
+                f"the CLI names its read tool {read} but the model could not call it "
+                f"(offered: {', '.join(turn.tools)}; searches: {record.searches or 'none'})"
+            )
+            self._phase = "answered"
+            return self._answer(f"Could not call {read}.")
+        # Nothing to read with: the update is applied all the same, and the model waits
+        # (in neutral steps) for the client to bring it unasked.
+        await self._await_update()
+        if self.mode == PULL:
+            self._phase = "answered"
+            return self._answer(
+                f"Neither a resource-read tool nor the server's {picks.SERVER_TOOL} was "
+                f"offered (tools: {', '.join(turn.tools)})."
+            )
+        self._phase = "observe"
+        self._window_end = time.monotonic() + self._observe_seconds
+        return await self._observe_step(turn)
+
+    def _read(self, turn: Turn) -> Reply:
+        record = self.record
+        assert record.read_tool is not None
+        record.read_calls += 1
+        self._pending = "read"
+        values = {"server": self.server_name, "uri": self.uri}
+        return Reply(
+            tool=record.read_tool,
+            arguments=picks.fill_schema(turn.tools.get(record.read_tool, {}), values),
         )
+
+    async def _observe_step(self, turn: Turn) -> Reply:
+        """A neutral step every ``step_seconds`` until the window closes; then the answer."""
+        left = self._window_end - time.monotonic()
+        if left <= 0:
+            self._phase = "answered"
+            return self._first_answer()
+        neutral = picks.pick_neutral_tool(turn.tools)
+        if neutral is None:
+            await asyncio.sleep(left)  # the window is the measurement: nothing to await
+            self._phase = "answered"
+            return self._first_answer()
+        await asyncio.sleep(min(self._step_seconds, left))
+        return self._neutral(turn, neutral)
+
+    def _later_turn(self, turn: Turn) -> Reply:
+        """A later turn (the CLI's continue flag): one neutral step, then an answer."""
+        neutral = picks.pick_neutral_tool(turn.tools)
+        if neutral is not None and self._later_steps < 1:
+            self._later_steps += 1
+            return self._neutral(turn, neutral)
+        return self._answer("Done.")
+
+    def _neutral(self, turn: Turn, tool: str) -> Reply:
+        record = self.record
+        record.neutral_tool = record.neutral_tool or tool
+        record.neutral_calls += 1
+        self._pending = "neutral"
+        return Reply(tool=tool, arguments=picks.neutral_arguments(turn.tools[tool]))
+
+    def _first_answer(self) -> Reply:
+        first = self.record.read_results[0] if self.record.read_results else ""
+        return self._answer(f"The resource said: {_summary(first)}.")
 
     def _answer(self, text: str) -> Reply:
         self.record.answer = text
         return Reply(text=text)
 
+    def _observe(self, turn: Turn, number: int, at_ms: int, own_result: str) -> None:
+        """Look for the update in what the CLI sent (once the update was applied):
+        version 2 anywhere but in the result of a read the model asked for is a push;
+        a new text naming the resource and a change is a notice."""
+        texts = [self._without_lab_texts(t) for t in turn.texts]
+        fresh = [t for t in texts if t and t not in self._seen]
+        self._seen.update(texts)
+        record = self.record
+        if record.update_applied_ms is None or self.mode != SCORED:
+            return
+        record.after_update += 1
+        if record.reflected is not None and record.reflected.kind == "push":
+            return
+        for text in fresh:
+            if own_result and text in own_result:
+                continue
+            if any(v >= 2 for v in versions_in(text)):
+                record.reflected = Reflection("push", number, at_ms, text[:_EXCERPT])
+                return
+            if (
+                record.reflected is None
+                and _mentions_resource(text, self.uri)
+                and _UPDATE_WORDS.search(text)
+            ):
+                record.reflected = Reflection("notice", number, at_ms, text[:_EXCERPT])
+
+    def _without_lab_texts(self, text: str) -> str:
+        for known in self._lab_texts:
+            text = text.replace(known, "")
+        return text.strip()
+
     async def _await_update(self) -> None:
         """Run the update hook once (a retried request waits for the same run)."""
-        if self._on_first_result is None:
+        if self._on_update is None:
+            self.record.update_applied_ms = int(time.time() * 1000)
             return
         if self._update is None:
-            self._update = asyncio.ensure_future(self._on_first_result())
+            self._update = asyncio.ensure_future(self._on_update())
         try:
             await asyncio.wait_for(asyncio.shield(self._update), self._update_timeout)
-        except Exception as exc:  # the run goes on; the row says why v2 is missing
-            self.record.update_error = self.record.update_error or f"{type(exc).__name__}: {exc}"
-            logger.warning("[model] update hook failed: %s", self.record.update_error)
+        except Exception as exc:  # the run goes on; the row says the runner failed
+            self.record.failure = self.record.failure or (
+                f"the lab's update failed: {type(exc).__name__}: {exc}"
+            )
+            logger.warning("[model] update hook failed: %s", self.record.failure)
+            return
+        self.record.update_applied_ms = int(time.time() * 1000)
 
 
 def _summary(text: str) -> str:
-    status = re.search(r"status: (\w+)", text)
-    version = _VERSION.search(text)
-    if status and version:
-        return f"status {status.group(1)} (version {version.group(1)})"
+    match = RESOURCE_TEXT.search(text)
+    if match:
+        return f"status {match.group(1)} (version {match.group(2)})"
     return json.dumps(text[:80])
-
-
-# The app
-
-
-def build_app(model: ScriptedModel) -> Starlette:
-    """The HTTP endpoint around ``model``; anything unknown is a logged 404."""
-
-    async def body_of(request: Request) -> dict[str, Any] | Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": {"message": "body is not JSON"}}, status_code=400)
-        if not isinstance(body, dict):
-            return JSONResponse({"error": {"message": "body is not an object"}}, status_code=400)
-        return body
-
-    async def messages(request: Request) -> Response:
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
-        reply = await model.decide("anthropic-messages", anthropic_turn(body))
-        name = str(body.get("model", "scripted"))
-        if body.get("stream"):
-            return sse(anthropic_events(reply, name))
-        return JSONResponse(anthropic_message(reply, name))
-
-    async def count_tokens(request: Request) -> Response:
-        return JSONResponse({"input_tokens": 1})
-
-    async def responses(request: Request) -> Response:
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
-        reply = await model.decide("openai-responses", responses_turn(body))
-        events = responses_events(reply, str(body.get("model", "scripted")))
-        if body.get("stream", False):
-            return sse(events)
-        return JSONResponse(events[-1][1]["response"])
-
-    async def chat(request: Request) -> Response:
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
-        reply = await model.decide("openai-chat", chat_turn(body))
-        name = str(body.get("model", "scripted"))
-        if body.get("stream"):
-            return sse(chat_events(reply, name))
-        return JSONResponse(chat_completion(reply, name))
-
-    async def gemini(request: Request) -> Response:
-        name, _, method = request.path_params["target"].partition(":")
-        if method == "countTokens":
-            return JSONResponse({"totalTokens": 1})
-        if method not in ("generateContent", "streamGenerateContent"):
-            return await not_found(request)
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
-        reply = await model.decide("gemini", gemini_turn(body))
-        if method == "streamGenerateContent":
-            return sse(gemini_events(reply, name))
-        return JSONResponse(gemini_response(reply, name))
-
-    async def models(request: Request) -> Response:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "lab"}]}
-        )
-
-    async def root(request: Request) -> Response:
-        return Response(status_code=200)  # a reachability check (Claude Code sends HEAD /)
-
-    async def not_found(request: Request) -> Response:
-        logger.warning("[model] no such endpoint: %s %s", request.method, request.url.path)
-        return JSONResponse({"error": {"message": "not found"}}, status_code=404)
-
-    return Starlette(
-        routes=[
-            Route("/v1/messages", messages, methods=["POST"]),
-            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
-            Route("/v1/chat/completions", chat, methods=["POST"]),
-            Route("/chat/completions", chat, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/v1beta/models/{target}", gemini, methods=["POST"]),
-            Route("/", root, methods=["GET", "HEAD"]),
-            Route("/{rest:path}", not_found, methods=["GET", "POST", "HEAD", "PUT", "DELETE"]),
-        ]
-    )
-
-
-@asynccontextmanager
-async def serve(model: ScriptedModel) -> AsyncIterator[str]:
-    """Serve ``model`` on a free loopback port for the duration; yields its base URL.
-
-    The socket is bound before the server starts, so a client that connects at
-    once waits in the backlog instead of being refused.
-    """
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(build_app(model), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 10)
-        except TimeoutError:
-            task.cancel()
-        sock.close()

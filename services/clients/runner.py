@@ -1,14 +1,21 @@
 """``mcp-lab clients run``: each real agent CLI against a fresh lab, offline.
 
-For one client the runner installs the pinned version from the npm registry (once,
-into ``~/.cache/mcp-lab/clients/<name>-<version>``), starts a lab and the scripted
-model (:mod:`services.clients.model`) on loopback, writes the CLI's config into a
-HOME of its own, and runs the CLI non-interactively with a timeout. When the model
-receives the first tool result, the runner publishes the lab's update (target ``*``)
-while the CLI is still connected. The row joins the lab's evidence for that client
-(levels 1-6) with what the model saw (level 7: the new content reached the model).
-Each client runs once per scenario (:data:`~services.clients.matrix.SCENARIOS`): a lab
-without the server's tool, then one with it (``MCP_TEST_ENABLE_TOOL=true``).
+For one client and lab setup (``no tool`` / ``tool``) the runner makes two runs, each
+with a fresh lab (:mod:`services.clients.lab`), a wire tap in front of it
+(:mod:`services.clients.wire`) and, for agent CLIs, the scripted model
+(:mod:`services.clients.model`), all on loopback, and a HOME of the run's own:
+
+- **scored**: the model reads the resource once; when the result is back the runner
+  applies the lab's update (target ``*``); the model then takes neutral steps for a
+  bounded time, answers, and the runner continues the same session once with the
+  CLI's own continue flag. Nobody asks for the resource again: what the client does
+  with the update is its own. The row's level comes from this run only.
+- **pull**: the model reads, the update is applied, the model asks to read again.
+  It answers "can the client read the new version when asked?" (the ``pull`` column).
+
+:mod:`services.clients.verdict` turns both into the row. The MCP Inspector's CLI
+(``mcpdo``) has no model: its scored run is connect, read, subscribe and wait (the
+lab updates a subscriber by itself); its pull run is connect, read, update, read.
 """
 
 from __future__ import annotations
@@ -16,81 +23,56 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from services import contract
 from services.catalog import REVIEW_STATUS
 from services.clients import drivers
+from services.clients.endpoint import serve
+from services.clients.install import InstallError, cache_dir, install, resolve_version
 from services.clients.lab import Lab, Process, running_lab
 from services.clients.matrix import SCENARIOS, TOOL_SCENARIO, Row
-from services.clients.model import VIA_SERVER_TOOL, ModelRecord, ScriptedModel, serve
-from services.clients.pins import CLIENTS, NODE22_VERSION, ClientSpec, node22_package
-from services.evidence import scoring
+from services.clients.model import PULL, SCORED, ModelRecord, ScriptedModel, versions_in
+from services.clients.pins import CLIENTS, ClientSpec
+from services.clients.verdict import to_row
+from services.clients.wire import WireMessage, WireTap
 
-INSTALL_TIMEOUT = 900.0
 DEFAULT_RUN_TIMEOUT = 180.0
-_TAIL_LINES = 30
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("MCP_LAB_CLIENTS_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / "clients"
-
-
-class InstallError(RuntimeError):
-    """npm could not install a client."""
-
-
-def npm_install(
-    name: str, package: str, version: str, binary: str, postinstall: str | None = None
-) -> Path:
-    """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
-    returns the path of its ``binary``. Install scripts stay off (some download), except
-    ``postinstall``, a local script under node_modules run with node afterwards."""
-    prefix = cache_dir() / f"{name}-{version}"
-    path = prefix / "node_modules" / ".bin" / binary
-    done = prefix / ".mcp-lab-installed"
-    if done.exists() and path.exists():
-        return path
-    npm = shutil.which("npm")
-    if npm is None:
-        raise InstallError("npm is not on PATH (install Node.js and npm)")
-    prefix.mkdir(parents=True, exist_ok=True)
-    command = [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
-    _checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
-    if postinstall:
-        script = prefix / "node_modules" / postinstall
-        _checked(["node", str(script)], f"{package} install script", cwd=script.parent)
-    if not path.exists():
-        raise InstallError(f"npm install {package}@{version} made no {binary}")
-    done.write_text(f"{package}@{version}\n")
-    return path
-
-
-def _checked(argv: list[str], what: str, cwd: Path | None = None) -> None:
-    result = subprocess.run(
-        argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-    )
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-10:])
-        raise InstallError(f"{what} failed ({result.returncode}):\n{tail}")
+# How long the scored run watches, after the update, for the client to act on it.
+DEFAULT_OBSERVE_SECONDS = 6.0
+_DAEMON_STOP_TIMEOUT = 30.0
 
 
 @dataclass
 class Outcome:
     """What one run produced, before it is turned into a row."""
 
-    events: list[contract.Event]
-    record: ModelRecord | None
-    exit_code: int | None
-    output: list[str]
+    script: str  # SCORED or PULL
+    started_ms: int
+    events: list[contract.Event] = field(default_factory=list)
+    record: ModelRecord | None = None
+    wire: list[WireMessage] = field(default_factory=list)
+    exit_code: int | None = None
+    output: list[str] = field(default_factory=list)
     timed_out: bool = False
-    error: str | None = None
+    # The continued turn (scored runs of agent CLIs): its exit code, None if not run.
+    continued_exit: int | None = None
+    # Versions the client printed (the Inspector's reads), in order.
+    printed_versions: list[int] = field(default_factory=list)
+    folder: Path | None = None
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A client ready to run: its binary, what goes first on PATH, how to drive it."""
+
+    binary: Path
+    paths: list[Path]
+    driver: drivers.Driver | None  # None: the Inspector's own steps
+    version: str
 
 
 def _base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:
@@ -128,198 +110,224 @@ async def _run_cli(
     return process, timed_out
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 async def _run_agent(
-    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float, scenario: str
+    spec: ClientSpec,
+    installed: Installed,
+    root: Path,
+    timeout: float,
+    scenario: str,
+    script: str,
+    observe: float,
 ) -> Outcome:
-    driver = drivers.AGENT_DRIVERS[spec.name]
+    assert installed.driver is not None
     home, workdir = root / "home", root / "work"
     home.mkdir()
     workdir.mkdir()
+    outcome = Outcome(script, _now_ms())
     async with running_lab(root, enable_tool=scenario == TOOL_SCENARIO) as lab:
-        model = ScriptedModel(drivers.SERVER_NAME, REVIEW_STATUS.uri, lab.publish_update)
-        async with serve(model) as model_url:
-            dirs = drivers.RunDirs(home, workdir, lab.mcp_url, model_url)
-            invocation = driver(str(binary), dirs)
-            env = {**_base_env(home, paths), **invocation.env}
-            cli, timed_out = await _run_cli(spec.name, invocation.argv, env, workdir, timeout)
-        events = await lab.events()
-        _keep_logs(spec, scenario, lab, cli.lines, model.record, events)
-    return Outcome(events, model.record, cli.process.returncode, cli.lines, timed_out)
+        tap = WireTap(lab.base_url)
+        model = ScriptedModel(
+            drivers.SERVER_NAME,
+            REVIEW_STATUS.uri,
+            lab.publish_update,
+            mode=script,
+            observe_seconds=observe,
+        )
+        async with tap.serve() as tap_url, serve(model) as model_url:
+            dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
+            env = _base_env(home, installed.paths)
+            prompt = drivers.PROMPT if script == SCORED else drivers.PULL_PROMPT
+            turn = installed.driver(str(installed.binary), dirs, prompt, False)
+            outcome.started_ms = _now_ms()
+            cli, outcome.timed_out = await _run_cli(
+                spec.name, turn.argv, {**env, **turn.env}, workdir, timeout
+            )
+            outcome.exit_code = cli.process.returncode
+            outcome.output = [f"$ {_shown(turn.argv)}", *cli.lines]
+            if script == SCORED and not outcome.timed_out and model.record.requests:
+                again = installed.driver(str(installed.binary), dirs, drivers.CONTINUE_PROMPT, True)
+                later, late = await _run_cli(
+                    spec.name, again.argv, {**env, **again.env}, workdir, timeout
+                )
+                outcome.continued_exit = -1 if late else later.process.returncode
+                outcome.output += [f"$ {_shown(again.argv)}", *later.lines]
+        outcome.record = model.record
+        outcome.wire = tap.messages
+        outcome.events = await lab.events()
+        outcome.folder = _keep_logs(spec, installed, scenario, lab, outcome, model.exchanges)
+    return outcome
+
+
+def _shown(argv: list[str]) -> str:
+    return " ".join(json.dumps(a) if " " in a else a for a in argv)
 
 
 async def _run_inspector(
-    spec: ClientSpec, binary: Path, paths: list[Path], root: Path, timeout: float, scenario: str
+    spec: ClientSpec,
+    installed: Installed,
+    root: Path,
+    timeout: float,
+    scenario: str,
+    script: str,
+    observe: float,
 ) -> Outcome:
-    """The Inspector's CLI needs no model: connect, read, subscribe (it prints each
-    update as it arrives; the runner publishes one once the lab recorded the subscribe,
-    and stops it after the first), read again, stop its daemon."""
+    """``mcpdo`` needs no model. Scored: connect, read, subscribe (it prints each update
+    as it arrives), wait for the lab's own update of the subscriber, then watch for
+    ``observe`` seconds whether it reads again by itself. Pull: connect, read, the
+    runner's update, read again (the runner's command: never a level)."""
     home, workdir = root / "home", root / "work"
     home.mkdir()
     workdir.mkdir()
-    env = {**_base_env(home, paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
-    output: list[str] = []
+    env = {**_base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    outcome = Outcome(script, _now_ms())
     async with running_lab(root, enable_tool=scenario == TOOL_SCENARIO) as lab:
-        mcpdo = [str(binary), "--plain"]
-        conn = ["--connection", drivers.SERVER_NAME]
-        uri = REVIEW_STATUS.uri
-        steps: list[tuple[str, list[str]]] = [
-            ("connect", ["connect", lab.mcp_url, "--transport", "http", *conn]),
-            ("read", [*conn, "resources/read", uri]),
-        ]
-        exit_code: int | None = 0
-        timed_out = False
-        try:
-            for label, args in steps:
+        tap = WireTap(lab.base_url)
+        async with tap.serve() as tap_url:
+            mcpdo = [str(installed.binary), "--plain"]
+            conn = ["--connection", drivers.SERVER_NAME]
+            uri = REVIEW_STATUS.uri
+
+            async def step(label: str, args: list[str]) -> bool:
                 done, timed_out = await _run_cli(label, [*mcpdo, *args], env, workdir, timeout)
-                output += [f"$ mcpdo {' '.join(args)}", *done.lines]
-                exit_code = done.process.returncode
-                if exit_code or timed_out:
-                    break
-            else:
-                since = len(lab.server.lines)
-                subscribe = await Process.start(
-                    "subscribe", [*mcpdo, *conn, "resources/subscribe", uri], env, workdir
+                outcome.output.extend([f"$ mcpdo {' '.join(args)}", *done.lines])
+                outcome.printed_versions += versions_in("\n".join(done.lines))
+                outcome.exit_code = done.process.returncode
+                outcome.timed_out = outcome.timed_out or timed_out
+                return not (outcome.exit_code or timed_out)
+
+            outcome.started_ms = _now_ms()
+            try:
+                ok = await step(
+                    "connect", ["connect", f"{tap_url}/mcp", "--transport", "http", *conn]
                 )
-                try:
-                    await lab.server.wait_for(r"\[resources/subscribe\]", timeout, since)
-                    await lab.publish_update()
-                    # It keeps listening after the first update: stopped once it printed one.
-                    await subscribe.wait_for(r"Resource updated", timeout)
-                except TimeoutError:
-                    timed_out = True
-                await subscribe.stop()
-                output += [f"$ mcpdo {' '.join(conn)} resources/subscribe {uri}", *subscribe.lines]
-                if not timed_out:
-                    again, timed_out = await _run_cli(
-                        "read", [*mcpdo, *conn, "resources/read", uri], env, workdir, timeout
+                ok = ok and await step("read", [*conn, "resources/read", uri])
+                if ok and script == SCORED:
+                    await _inspector_subscribe(
+                        lab, mcpdo, conn, env, workdir, timeout, observe, outcome
                     )
-                    output += ["$ mcpdo resources/read (again)", *again.lines]
-                    exit_code = again.process.returncode
-        finally:
-            stop, _ = await _run_cli("daemon", [*mcpdo, "daemon", "stop"], env, workdir, 30)
-            output += ["$ mcpdo daemon stop", *stop.lines]
-        events = await lab.events()
-        _keep_logs(spec, scenario, lab, output, None, events)
-    return Outcome(events, None, exit_code, output, timed_out)
+                elif ok:
+                    await lab.publish_update()
+                    await step("read", [*conn, "resources/read", uri])
+            finally:
+                stop, _ = await _run_cli(
+                    "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
+                )
+                outcome.output += ["$ mcpdo daemon stop", *stop.lines]
+        outcome.wire = tap.messages
+        outcome.events = await lab.events()
+        outcome.folder = _keep_logs(spec, installed, scenario, lab, outcome, [])
+    return outcome
 
 
-def runs_dir(name: str, scenario: str) -> Path:
-    """Where the last run of client ``name`` in ``scenario`` keeps its logs."""
-    return cache_dir() / "runs" / name / scenario.replace(" ", "-")
+async def _inspector_subscribe(
+    lab: Lab,
+    mcpdo: list[str],
+    conn: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    timeout: float,
+    observe: float,
+    outcome: Outcome,
+) -> None:
+    """``resources/subscribe`` blocks and prints each update; the lab updates the
+    subscriber after its delay. Once one update is printed, watch the lab's log for a
+    read of the client's own for ``observe`` seconds, then stop the listener."""
+    uri = REVIEW_STATUS.uri
+    since = len(lab.server.lines)
+    subscribe = await Process.start(
+        "subscribe", [*mcpdo, *conn, "resources/subscribe", uri], env, workdir
+    )
+    try:
+        await lab.server.wait_for(r"\[resources/subscribe\]", timeout, since)
+        await subscribe.wait_for(r"Resource updated", timeout)
+        printed = len(lab.server.lines)
+        try:  # a read of its own after the update, if it makes one
+            await lab.server.wait_for(r"\[resources/read\]", observe, printed)
+        except TimeoutError:
+            pass
+    except TimeoutError:
+        outcome.timed_out = True
+    await subscribe.stop()
+    outcome.output += [f"$ mcpdo {' '.join(conn)} resources/subscribe {uri}", *subscribe.lines]
+
+
+def runs_dir(name: str, version: str, scenario: str, script: str) -> Path:
+    """Where the last run of ``name@version`` in ``scenario`` keeps its logs."""
+    return cache_dir() / "runs" / f"{name}-{version}" / scenario.replace(" ", "-") / script
 
 
 def _keep_logs(
     spec: ClientSpec,
+    installed: Installed,
     scenario: str,
     lab: Lab,
-    cli: list[str],
-    record: ModelRecord | None,
-    events: list[contract.Event],
-) -> None:
-    """The last run's logs and evidence, under the cache: for reading the wire by hand."""
-    where = runs_dir(spec.name, scenario)
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "cli.log").write_text("\n".join(cli) + "\n")
+    outcome: Outcome,
+    exchanges: list[dict[str, object]],
+) -> Path:
+    """The run's logs, evidence, wire capture and model requests, under the cache: for
+    reading what happened by hand. Returns the folder."""
+    where = runs_dir(spec.name, installed.version, scenario, outcome.script)
+    if where.exists():
+        for old in sorted(where.rglob("*"), reverse=True):
+            old.rmdir() if old.is_dir() else old.unlink()
+    (where / "requests").mkdir(parents=True, exist_ok=True)
+    (where / "cli.log").write_text("\n".join(outcome.output) + "\n")
     (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
-    lines = [json.dumps(asdict(e)) for e in events]
+    lines = [json.dumps(asdict(e)) for e in outcome.events]
     (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))
-    if record is not None:
-        (where / "model.json").write_text(json.dumps(record.to_json(), indent=2) + "\n")
-
-
-def to_row(spec: ClientSpec, version: str, scenario: str, outcome: Outcome, seconds: float) -> Row:
-    """Join the lab's scores of the client with what its model saw."""
-    row = Row(spec.name, version, scenario, exit_code=outcome.exit_code, seconds=round(seconds, 1))
-    clients = scoring.score_clients(outcome.events)
-    mine = [c for c in clients if c.client == spec.client_info] or [
-        c for c in clients if c.client != "unknown"
-    ]
-    if mine:
-        best = max(mine, key=lambda c: c.level)
-        session = best.best
-        row.client_info = f"{best.client}/{best.version}"
-        row.protocol, row.transport = session.protocol, session.transport
-        row.server_level = row.level = best.level
-        row.sessions = sum(len(c.sessions) for c in mine)
-        row.notes += best.notes
-    else:
-        row.notes.append("never connected to the lab")
-    record = outcome.record
-    if record is not None:
-        row.model = record.to_json()
-        row.model_saw_v1, row.model_saw_v2 = record.saw_v1, record.saw_v2
-        if record.saw_v2:
-            row.level = 7
-            marks = session.checkpoints if mine else dict.fromkeys(scoring.CHECKPOINTS)
-            missing = [name for name in ("subscribed", "notified") if marks[name] is None]
-            row.notes.append(
-                "level 7: version 2 reached the model (a re-read it asked for)"
-                + (f", without: {', '.join(missing)}" if missing else "")
-            )
-        if record.read_tool is not None:
-            whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
-            row.notes.append(f"the model used {whose} {record.read_tool}")
-        if record.tool_results and not record.versions_seen:
-            first = record.tool_results[0].replace("\n", " ")
-            row.notes.append(f"the read tool gave the model no resource content: {first[:120]}")
-        if record.tools_offered and record.read_tool is None:
-            row.notes.append(
-                "no resource-read tool (nor the server's tool) offered to the model: "
-                f"{record.tools_offered}"
-            )
-        if not record.tools_offered:
-            row.notes.append("the model was never offered a tool")
-        if record.update_error:
-            row.notes.append(f"update failed: {record.update_error}")
-    if outcome.timed_out:
-        row.notes.append("timed out; killed")
-    elif outcome.exit_code:
-        tail = " | ".join(line for line in outcome.output[-3:] if line.strip())
-        row.notes.append(f"exit code {outcome.exit_code}: {tail[:200]}")
-    if outcome.error:
-        row.notes.append(outcome.error)
-    return row
-
-
-async def _install(spec: ClientSpec, version: str) -> tuple[Path, list[Path]]:
-    """The client's binary, and the directories its run puts first on PATH."""
-    assert spec.package is not None
-    binary = await asyncio.to_thread(
-        npm_install, spec.name, spec.package, version, spec.binary, spec.local_postinstall
-    )
-    paths = [binary.parent]
-    if spec.needs_node22:
-        node = await asyncio.to_thread(
-            npm_install, "node", node22_package(), NODE22_VERSION, "node"
-        )
-        paths.insert(0, node.parent)
-    return binary, paths
+    (where / "wire.jsonl").write_text("".join(json.dumps(asdict(m)) + "\n" for m in outcome.wire))
+    if outcome.record is not None:
+        (where / "model.json").write_text(json.dumps(outcome.record.to_json(), indent=2) + "\n")
+    for exchange in exchanges:
+        name = f"{exchange['request']:03d}-{exchange['api']}.json"
+        (where / "requests" / name).write_text(json.dumps(exchange, indent=2) + "\n")
+    return where
 
 
 async def run_client(
-    spec: ClientSpec, version: str, timeout: float, scenarios: tuple[str, ...] = SCENARIOS
+    spec: ClientSpec,
+    version: str,
+    timeout: float,
+    scenarios: tuple[str, ...] = SCENARIOS,
+    *,
+    observe: float = DEFAULT_OBSERVE_SECONDS,
+    installed: Installed | None = None,
 ) -> list[Row]:
-    """One client's rows, one per scenario (one row that says why, when it could not be
-    installed)."""
-    if spec.not_installable or spec.package is None:
-        return [Row(spec.name, version, "-", notes=[spec.not_installable or "no package"])]
-    try:
-        binary, paths = await _install(spec, version)
-    except (InstallError, subprocess.TimeoutExpired) as exc:
-        return [Row(spec.name, version, "-", notes=[f"install failed: {exc}"])]
-    runner = _run_agent if spec.uses_model else _run_inspector
+    """One client's rows, one per lab setup; a single row saying why when the runner
+    could not install it (or it cannot be installed offline). ``installed``: a client
+    that is already on disk (a test's own), with its driver."""
+    if installed is None:
+        if spec.not_installable or spec.package is None:
+            why = spec.not_installable or "no package"
+            return [Row(spec.name, version, "-", level=None, server_level=None, notes=[why])]
+        try:
+            version = await asyncio.to_thread(resolve_version, spec.package, version)
+            binary, paths = await install(spec, version)
+        except InstallError as exc:
+            return [Row(spec.name, version, "-").fail(f"install failed: {exc}")]
+        driver = drivers.AGENT_DRIVERS.get(spec.name) if spec.uses_model else None
+        installed = Installed(binary, paths, driver, version)
+    runner = _run_agent if installed.driver is not None else _run_inspector
     rows = []
     for scenario in scenarios:
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
-            try:
-                outcome = await runner(spec, binary, paths, Path(root), timeout, scenario)
-            except OSError as exc:  # the CLI would not start; the other runs still go on
-                notes = [f"could not run {spec.binary}: {exc}"]
-                rows.append(Row(spec.name, version, scenario, notes=notes))
-                continue
-        rows.append(to_row(spec, version, scenario, outcome, time.monotonic() - started))
+        outcomes: dict[str, Outcome | str] = {}
+        for script in (SCORED, PULL):
+            with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
+                try:
+                    outcomes[script] = await runner(
+                        spec, installed, Path(root), timeout, scenario, script, observe
+                    )
+                except OSError as exc:  # the CLI would not start
+                    outcomes[script] = f"could not run {installed.binary.name}: {exc}"
+        row = to_row(spec, installed.version, scenario, outcomes[SCORED], outcomes[PULL])
+        row.seconds = round(time.monotonic() - started, 1)
+        rows.append(row)
     return rows
 
 
@@ -328,11 +336,13 @@ async def run_clients(
     versions: dict[str, str],
     timeout: float,
     scenarios: tuple[str, ...] = SCENARIOS,
+    observe: float = DEFAULT_OBSERVE_SECONDS,
 ) -> list[Row]:
-    """Rows of ``names`` in each scenario, one run after the other (each run owns the
+    """Rows of ``names`` in each lab setup, one run after the other (each run owns the
     machine while it runs)."""
     rows = []
     for name in names:
         spec = CLIENTS[name]
-        rows += await run_client(spec, versions.get(name, spec.version), timeout, scenarios)
+        version = versions.get(name, spec.version)
+        rows += await run_client(spec, version, timeout, scenarios, observe=observe)
     return rows

@@ -29,7 +29,13 @@ from redis.exceptions import RedisError
 from starlette.routing import Mount
 
 from services import contract, heap, state
-from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
+from services.catalog import (
+    LAB_CATALOG,
+    REVIEW_STATUS,
+    SERVER_INSTRUCTIONS,
+    Catalog,
+    ResourceSpec,
+)
 from services.contract import Transport
 from services.evidence.recorder import Recorder, annotate
 from services.logs import event, setup_logging
@@ -387,10 +393,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     server = FastMCP(
         "mcp-subscribe-lab",
         version=lab_version,
-        instructions=(
-            "Subscribe to test://review/status. It changes a few seconds later; when "
-            "notifications/resources/updated arrives, read it again."
-        ),
+        instructions=SERVER_INSTRUCTIONS,
         lifespan=run_relay,
         # Its only middleware rewrites $ref in tool and template schemas; the lab's
         # have none, and it would run on every message.

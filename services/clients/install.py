@@ -1,0 +1,102 @@
+"""Installing a client from the npm registry, once per version, into the cache.
+
+Every version goes into its own prefix, ``<cache>/<name>-<version>``. Install scripts
+stay off (some download binaries from elsewhere); a client's local post-install step
+(one that only links the platform's binary, shipped as an optional dependency) is run
+by hand, and only where the installed version has it: Claude Code 2.1.88 has none,
+2.1.197 has ``install.cjs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from services.clients.pins import NODE22_VERSION, ClientSpec, node22_package
+
+INSTALL_TIMEOUT = 900.0
+LATEST = "latest"
+_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]*$")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("MCP_LAB_CLIENTS_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / "clients"
+
+
+class InstallError(RuntimeError):
+    """npm could not install a client (or tell its latest version)."""
+
+
+def _npm() -> str:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise InstallError("npm is not on PATH (install Node.js and npm)")
+    return npm
+
+
+def resolve_version(package: str, version: str) -> str:
+    """``version``, or for ``latest`` the version npm's registry names latest now."""
+    if version != LATEST:
+        return version
+    result = _checked([_npm(), "view", f"{package}@{LATEST}", "version"], f"npm view {package}")
+    found = result.strip().splitlines()[-1].strip() if result.strip() else ""
+    if not _VERSION.match(found):
+        raise InstallError(f"npm view {package}@latest gave no version: {result.strip()[:200]!r}")
+    return found
+
+
+def npm_install(
+    name: str, package: str, version: str, binary: str, postinstall: str | None = None
+) -> Path:
+    """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
+    returns the path of its ``binary``. ``postinstall``: a local script under
+    node_modules, run with node afterwards when this version has it."""
+    prefix = cache_dir() / f"{name}-{version}"
+    path = prefix / "node_modules" / ".bin" / binary
+    done = prefix / ".mcp-lab-installed"
+    if done.exists() and path.exists():
+        return path
+    prefix.mkdir(parents=True, exist_ok=True)
+    command = [_npm(), "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
+    _checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
+    if postinstall:
+        script = prefix / "node_modules" / postinstall
+        if script.exists():
+            _checked(["node", str(script)], f"{package} install script", cwd=script.parent)
+    if not path.exists():
+        raise InstallError(f"npm install {package}@{version} made no {binary}")
+    done.write_text(f"{package}@{version}\n")
+    return path
+
+
+def _checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        result = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InstallError(f"{what} took over {INSTALL_TIMEOUT:.0f} s") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-10:])
+        raise InstallError(f"{what} failed ({result.returncode}):\n{tail}")
+    return result.stdout
+
+
+async def install(spec: ClientSpec, version: str) -> tuple[Path, list[Path]]:
+    """The client's binary, and the directories its run puts first on PATH."""
+    assert spec.package is not None
+    binary = await asyncio.to_thread(
+        npm_install, spec.name, spec.package, version, spec.binary, spec.local_postinstall
+    )
+    paths = [binary.parent]
+    if spec.needs_node22:
+        node = await asyncio.to_thread(
+            npm_install, "node", node22_package(), NODE22_VERSION, "node"
+        )
+        paths.insert(0, node.parent)
+    return binary, paths

@@ -1,0 +1,138 @@
+"""The clients runner's verdicts, on agents of our own whose behaviour is known.
+
+``tests/fake_agent.py`` is a small agent CLI: an MCP client of the lab (the SDK) and a
+client of the scripted model. Run through the same runner as the real CLIs (a fresh
+lab, the wire tap, the scored run with its continued turn, the pull run), each of its
+behaviours must get the row its behaviour earns: level 7 only for a client that puts
+the update into its model's context unasked, never for one that re-reads only when
+its model asks.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.clients import drivers
+from services.clients.matrix import NO_TOOL_SCENARIO, Row
+from services.clients.pins import ClientSpec
+from services.clients.runner import Installed, run_client
+
+pytestmark = pytest.mark.anyio
+FAKE = Path(__file__).resolve().parent / "fake_agent.py"
+OBSERVE = 3.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientSpec, Installed]:
+    def driver(binary: str, dirs: drivers.RunDirs, prompt: str, resume: bool) -> drivers.Invocation:
+        model = model_url or dirs.model_url
+        argv = [binary, str(FAKE), "--mcp", dirs.mcp_url, "--model", model]
+        argv += ["--behaviour", behaviour, *(["--continue"] if resume else []), prompt]
+        return drivers.Invocation(argv, {})
+
+    spec = ClientSpec(
+        name=f"fake-{behaviour}",
+        title="fake agent",
+        package=None,
+        version="0.1.0",
+        binary="python",
+        client_info="fake-agent",
+    )
+    return spec, Installed(Path(sys.executable), [], driver, "0.1.0")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' folders go under the test's own directory, not the user's cache."""
+    monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
+
+
+async def row_of(behaviour: str) -> Row:
+    spec, installed = fake(behaviour)
+    (row,) = await run_client(
+        spec, "0.1.0", 120, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+    )
+    assert row.runner_failed is None, row.notes
+    assert row.client_info == "fake-agent/0.1.0"
+    assert not any("wire capture disagrees" in n for n in row.notes), row.notes
+    return row
+
+
+def answers(row: Row) -> dict[str, str]:
+    return {key: check.answer for key, check in row.checklist.items()}
+
+
+async def test_an_agent_that_pushes_the_update_into_its_models_context_gets_7_push() -> None:
+    row = await row_of("push")
+    assert (row.level, row.server_level, row.reflected) == (7, 6, "push"), row.notes
+    assert answers(row) == {
+        "connected": "yes",
+        "listed": "no",
+        "read": "yes",
+        "subscribed": "yes",
+        "notified": "yes",
+        "re_read": "yes",
+        "reflected": "push",
+        "pull": "yes",
+    }
+    assert row.wire == {
+        "connected": True,
+        "listed": False,
+        "read": True,
+        "subscribed": True,
+        "notified": True,
+        "re_read": True,
+    }
+    assert any(n.startswith("push: version 2 reached the model unasked") for n in row.notes)
+    # Its times are in order: read, subscribe, notified, re-read, then the push.
+    times = [row.checklist[k].at_s for k in ("read", "subscribed", "notified", "re_read")]
+    assert times == sorted(times), times
+    reflected_at = row.checklist["reflected"].at_s
+    assert reflected_at is not None and times[-1] is not None and reflected_at >= times[-1]
+
+
+async def test_an_agent_that_only_tells_its_model_of_the_change_gets_7_notice() -> None:
+    row = await row_of("notice")
+    assert (row.level, row.server_level, row.reflected) == (7, 5, "notice"), row.notes
+    assert "level 7 by notice with the lab's evidence at level 5" in row.notes
+    assert answers(row)["re_read"] == "no"
+
+
+async def test_an_agent_that_reads_only_when_its_model_asks_stays_at_its_server_level() -> None:
+    row = await row_of("pull-only")
+    assert (row.level, row.server_level, row.reflected, row.pull) == (3, 3, "no", True)
+    assert answers(row) == {
+        "connected": "yes",
+        "listed": "no",
+        "read": "yes",
+        "subscribed": "no",
+        "notified": "no",
+        "re_read": "no",
+        "reflected": "no",
+        "pull": "yes",
+    }
+    assert "read the resource but never subscribed" in row.notes
+    assert any(n.startswith("read on request (pull, never a level): yes") for n in row.notes)
+    # The scored run's model read once and never again, whatever the tools offered.
+    assert row.model is not None and row.model["read_calls"] == 1
+    assert row.model["neutral_tool"] == "todowrite" and row.model["neutral_calls"] >= 2
+
+
+async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
+    """Pointed at a model endpoint where nothing listens, the agent never reaches the
+    scripted model: that says nothing of the client, so the row has no level."""
+    spec, installed = fake("push", model_url="http://127.0.0.1:9")
+    (row,) = await run_client(
+        spec, "0.1.0", 60, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+    )
+    assert row.level is None and row.to_json()["level_name"] == "runner failed"
+    assert row.runner_failed is not None
+    assert row.runner_failed.startswith("the CLI never reached the scripted model (exit code 1")
+    assert row.notes[0].startswith("runner failed: the CLI never reached the scripted model")
