@@ -11,7 +11,12 @@ scripted model), offering its model the tools ``read_mcp_resource``,
   (a user message), unasked: what a client that reflects updates does (level 7, push);
 - ``notice``: subscribes; on the notification it tells its model only that the
   resource changed, without reading it (level 7 by notice, lab level 5);
-- ``pull-only``: never subscribes; reads only when its model calls the read tool.
+- ``pull-only``: never subscribes; reads only when its model calls the read tool;
+- ``eager``: reads and subscribes as soon as it connects, waits (3 s at most) for the
+  first update before it asks its model anything, and does nothing on the
+  notification (lab level 5: the model's one read must not pass for its re-read);
+- ``late-push``: like ``push``, but subscribes one model step after its first read (after
+  the lab's update): the lab must still update it after its subscribe.
 
     python tests/fake_agent.py --mcp URL --model URL --behaviour push [--continue] PROMPT
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +38,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 NAME = "fake-agent"
+URI = "test://review/status"
 VERSION = "0.1.0"
 TOOLS = [
     {
@@ -80,6 +87,7 @@ TOOLS = [
     },
 ]
 _STEPS = 30  # model requests at most, per turn
+_EAGER_WAIT = 3.0
 
 
 class Agent:
@@ -88,6 +96,8 @@ class Agent:
         self.session_file = Path(os.environ["HOME"]) / ".fake-agent" / "session.json"
         self.updates: asyncio.Queue[str] = asyncio.Queue()
         self.subscribed = False
+        self.read_at: int | None = None  # the step of its first read
+        self.step = 0
 
     async def on_message(self, message: object) -> None:
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
@@ -113,8 +123,22 @@ class Agent:
                 message_handler=self.on_message,
             ) as client,
         ):
+            if self.args.behaviour == "eager" and not self.args.resume:
+                await self._read(client, URI)
+                await client.subscribe_resource(URI)
+                # A slow start: its model is asked only once the first update came
+                # (or after a bound), so the model's read may come after a notification.
+                with contextlib.suppress(TimeoutError):
+                    uri = await asyncio.wait_for(self.updates.get(), _EAGER_WAIT)
+                    self.updates.put_nowait(uri)
             messages = [*self._load(), {"role": "user", "content": self.args.prompt}]
-            for _ in range(_STEPS):
+            for step in range(_STEPS):
+                late = self.read_at is not None and step >= self.read_at + 2
+                if self.args.behaviour == "late-push" and late and not self.subscribed:
+                    # Two model steps after its read: after the lab's update.
+                    await client.subscribe_resource(URI)
+                    self.subscribed = True
+                self.step = step
                 messages += await self._unasked(client)
                 reply = await self._ask(http, messages)
                 calls = reply.get("tool_calls") or []
@@ -143,6 +167,7 @@ class Agent:
         if name == "read_mcp_resource":
             uri = arguments["uri"]
             text = await self._read(client, uri)
+            self.read_at = self.step if self.read_at is None else self.read_at
             if self.args.behaviour in ("push", "notice") and not self.subscribed:
                 await client.subscribe_resource(uri)
                 self.subscribed = True
@@ -161,7 +186,7 @@ class Agent:
         added = []
         while not self.updates.empty():
             uri = self.updates.get_nowait()
-            if self.args.behaviour == "push":
+            if self.args.behaviour in ("push", "late-push"):
                 text = await self._read(client, uri)
                 added.append({"role": "user", "content": f"[{uri} changed]\n{text}"})
             elif self.args.behaviour == "notice":
@@ -173,7 +198,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mcp", required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--behaviour", choices=["push", "notice", "pull-only"], required=True)
+    parser.add_argument(
+        "--behaviour",
+        choices=["push", "notice", "pull-only", "eager", "late-push"],
+        required=True,
+    )
     parser.add_argument("--continue", dest="resume", action="store_true")
     parser.add_argument("prompt")
     asyncio.run(Agent(parser.parse_args()).run())

@@ -125,6 +125,22 @@ async def test_an_agent_that_reads_only_when_its_model_asks_stays_at_its_server_
     assert row.model["neutral_tool"] == "todowrite" and row.model["neutral_calls"] >= 2
 
 
+async def test_a_client_that_subscribes_before_its_model_reads_gets_5_not_6() -> None:
+    """The model's one read comes after the client's own subscribe; it must not be
+    taken for the client's re-read (the lab's updates wait for that read)."""
+    row = await row_of("eager")
+    assert (row.level, row.server_level, row.reflected) == (5, 5, "no"), row.notes
+    assert answers(row)["re_read"] == "no" and answers(row)["notified"] == "yes"
+    assert "notified but never re-read" in row.notes
+
+
+async def test_a_client_that_subscribes_after_the_update_is_updated_after_its_subscribe() -> None:
+    row = await row_of("late-push")
+    assert (row.level, row.server_level, row.reflected) == (7, 6, "push"), row.notes
+    subscribed, notified = row.checklist["subscribed"].at_s, row.checklist["notified"].at_s
+    assert subscribed is not None and notified is not None and notified >= subscribed
+
+
 async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
     """Pointed at a model endpoint where nothing listens, the agent never reaches the
     scripted model: that says nothing of the client, so the row has no level."""

@@ -84,16 +84,17 @@ def test_levels_from_subscribe_up_build_on_the_level_below() -> None:
         ).level
         == 4
     )
-    # A notification of another subscription (before this session's own subscribe)
-    # is not this session's level 5.
+    # A notification delivered before this session's own subscribe is not its level
+    # 5; one after the subscribe is.
     early = ev(1250, UPDATED, "out", uri=STATUS_URI, version=2, delivered=True)
     late_subscribe = ev(1400, "resources/subscribe", uri=STATUS_URI)
     score = score_session([CONNECT, READ_1, early, late_subscribe])
-    assert score.level == 4
-    assert any(
-        n.startswith("recorded notified but not counted (notified came before subscribed)")
-        for n in score.notes
+    assert score.level == 4 and score.checkpoints["notified"] is None
+    assert "1 notification(s) delivered before the session's own subscribe: not counted" in (
+        score.notes
     )
+    after = ev(2400, UPDATED, "out", uri=STATUS_URI, version=3, delivered=True)
+    assert score_session([CONNECT, READ_1, early, late_subscribe, after]).level == 5
 
 
 def test_full_flow_has_every_checkpoint_and_the_reread_delay() -> None:

@@ -74,16 +74,21 @@ class Process:
     async def wait_for(self, pattern: str, timeout: float, since: int = 0) -> str:
         """The first line from index ``since`` that matches ``pattern``; raises
         TimeoutError (with the last lines) if none comes in ``timeout`` seconds."""
+        return self.lines[await self.wait_for_index(pattern, timeout, since)]
+
+    async def wait_for_index(self, pattern: str, timeout: float, since: int = 0) -> int:
+        """The index of the first line from ``since`` that matches ``pattern`` (see
+        :meth:`wait_for`)."""
         regex = re.compile(pattern)
         index = since
 
-        async def find() -> str:
+        async def find() -> int:
             nonlocal index
             async with self._changed:
                 while True:
-                    for line in self.lines[index:]:
+                    for offset, line in enumerate(self.lines[index:]):
                         if regex.search(line):
-                            return line
+                            return index + offset
                     index = len(self.lines)
                     if self._reader.done():
                         raise EOFError
@@ -154,14 +159,19 @@ class Lab:
             await redis.aclose()
 
 
-def _env(redis_url: str, port: int, enable_tool: bool) -> dict[str, str]:
+def _env(
+    redis_url: str, port: int, enable_tool: bool, update_delay: float | None
+) -> dict[str, str]:
     """The caller's environment (``MCP_TEST_*`` settings included), with the Redis,
     port, scope and tool setting of this lab; a .env file is not read (the lab runs in
     the run's own directory)."""
     env = {k: v for k, v in os.environ.items() if k not in _FORCED}
     # A subscriber is updated this soon after its subscribe (the lab's own promise);
-    # the runner's observation window covers it. The caller's setting wins.
+    # the runner's observation window covers it. The caller's setting wins, unless
+    # the run holds the lab's own updates back (``update_delay``).
     env.setdefault("MCP_TEST_UPDATE_DELAY_SECONDS", str(UPDATE_DELAY_SECONDS))
+    if update_delay is not None:
+        env["MCP_TEST_UPDATE_DELAY_SECONDS"] = str(update_delay)
     env.update(
         REDIS_URL=redis_url,
         PYTHONUNBUFFERED="1",
@@ -174,14 +184,18 @@ def _env(redis_url: str, port: int, enable_tool: bool) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def running_lab(workdir: Path, enable_tool: bool = False) -> AsyncIterator[Lab]:
+async def running_lab(
+    workdir: Path, enable_tool: bool = False, update_delay: float | None = None
+) -> AsyncIterator[Lab]:
     """Start Redis, server and updater (each waited for), and a new observation run;
-    with ``enable_tool`` the server offers ``get_review_status``."""
+    with ``enable_tool`` the server offers ``get_review_status``; ``update_delay``
+    overrides ``MCP_TEST_UPDATE_DELAY_SECONDS`` (a scored run sets it beyond the run:
+    there the runner applies every update itself)."""
     redis = await asyncio.to_thread(start_redis, free_port())
     processes: list[Process] = []
     try:
         port = free_port()
-        env = _env(redis.url, port, enable_tool)
+        env = _env(redis.url, port, enable_tool, update_delay)
         python = [sys.executable, "-m", "services"]
         server = await Process.start("server", [*python, "server"], env, workdir)
         processes.append(server)

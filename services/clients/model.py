@@ -50,9 +50,10 @@ SCORED, PULL = "scored", "pull"
 MODES = (SCORED, PULL)
 # The resource's text, as it reaches a model raw or inside JSON (``\n`` escaped):
 # "status: <word>" then "version: <n>" (never "version: 2.1.332" of a CLI's banner).
-RESOURCE_TEXT = re.compile(r"status: ([\w-]+)(?:\\[rn]|\s)+version: (\d+)(?![\d.])")
+RESOURCE_TEXT = re.compile(r"status: ([\w-]+)(?:\\+[rn]|\s)+version: (\d+)(?![\d.])")
 _UPDATE_WORDS = re.compile(
-    r"\b(updated|changed|modified|new version|notifications/resources/updated)\b", re.I
+    r"\b(update[sd]?|change[sd]?|modified|new version|notifications/resources/updated)\b",
+    re.I,
 )
 _STEP_SECONDS = 1.5
 _OBSERVE_SECONDS = 6.0
@@ -197,13 +198,14 @@ class ScriptedModel:
         self.record.unserved.append(f"{method} {path}")
 
     async def _decide(self, api: str, turn: Turn, number: int, at_ms: int) -> Reply:
-        answered, self._pending = self._pending, None
-        own_result = turn.results[-1] if answered == "read" and turn.results else ""
-        self._observe(turn, number, at_ms, own_result)
-        if not turn.tools:
+        self._observe(turn, number, at_ms)
+        if not turn.tools:  # a side request (a title, a next-speaker check)
             if turn.json_schema is not None:
                 return Reply(text=json.dumps(picks.fill_schema(turn.json_schema)))
             return Reply(text="ok")
+        # A request with tools carries the result of the model's last call, if any.
+        answered, self._pending = self._pending, None
+        own_result = turn.results[-1] if answered == "read" and turn.results else ""
         record = self.record
         record.api = api
         if not record.tools_offered:
@@ -241,7 +243,8 @@ class ScriptedModel:
         search = picks.pick_tool_search(turn.tools)
         read, neutral = picks.deferred_names(turn.texts)
         if search is not None and len(record.searches) < _SEARCHES:
-            query = picks.search_query(read, neutral)
+            # The names the request gives first; a keyword query when that loaded none.
+            query = picks.search_query(read if not record.searches else None, neutral)
             record.searches.append(query)
             self._pending = "search"
             arguments = picks.fill_schema(turn.tools[search], {"query": query})
@@ -314,9 +317,9 @@ class ScriptedModel:
         self.record.answer = text
         return Reply(text=text)
 
-    def _observe(self, turn: Turn, number: int, at_ms: int, own_result: str) -> None:
-        """Look for the update in what the CLI sent (once the update was applied):
-        version 2 anywhere but in the result of a read the model asked for is a push;
+    def _observe(self, turn: Turn, number: int, at_ms: int) -> None:
+        """Look for the update in what the CLI sent, once the update was applied:
+        version 2 anywhere is a push (the scored model read once, before the update),
         a new text naming the resource and a change is a notice."""
         texts = [self._without_lab_texts(t) for t in turn.texts]
         fresh = [t for t in texts if t and t not in self._seen]
@@ -328,8 +331,6 @@ class ScriptedModel:
         if record.reflected is not None and record.reflected.kind == "push":
             return
         for text in fresh:
-            if own_result and text in own_result:
-                continue
             if any(v >= 2 for v in versions_in(text)):
                 record.reflected = Reflection("push", number, at_ms, text[:_EXCERPT])
                 return

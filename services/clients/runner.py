@@ -21,8 +21,10 @@ lab updates a subscriber by itself); its pull run is connect, read, update, read
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,12 +40,49 @@ from services.clients.matrix import SCENARIOS, TOOL_SCENARIO, Row
 from services.clients.model import PULL, SCORED, ModelRecord, ScriptedModel, versions_in
 from services.clients.pins import CLIENTS, ClientSpec
 from services.clients.verdict import to_row
-from services.clients.wire import WireMessage, WireTap
+from services.clients.wire import WireMessage, WireTap, to_jsonl
 
 DEFAULT_RUN_TIMEOUT = 180.0
 # How long the scored run watches, after the update, for the client to act on it.
 DEFAULT_OBSERVE_SECONDS = 6.0
 _DAEMON_STOP_TIMEOUT = 30.0
+# A scored agent run holds the lab's own update of a subscriber back beyond the run:
+# the runner applies the updates itself, after the model's one read (see Updates).
+_HOLD_SECONDS = 86400.0
+_SUBSCRIBED = (
+    rf"\[(resources/subscribe|subscriptions/listen)\] uri={re.escape(REVIEW_STATUS.uri)} .*job="
+)
+_LATE_UPDATES = 3  # updates for subscribes that come after the first update, at most
+
+
+class Updates:
+    """The scored run's updates, applied by the runner. The first once the model's one
+    read is back (the model's hook); then one more for each subscribe the lab logs
+    after it (a client that subscribes late is updated as the lab would, after its
+    subscribe). So no notification ever comes before the model's read, and every
+    read after one is the client's own."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+        self._mark: int | None = None
+        self._first = asyncio.Event()
+
+    async def first(self) -> str:
+        """Apply the first update (the model's hook)."""
+        if self._mark is None:
+            self._mark = len(self.lab.server.lines)
+        line = await self.lab.publish_update()
+        self._first.set()
+        return line
+
+    async def follow(self) -> None:
+        """Update again for each later subscribe (run as a task, cancelled at the end)."""
+        await self._first.wait()
+        assert self._mark is not None
+        index = self._mark
+        for _ in range(_LATE_UPDATES):
+            index = await self.lab.server.wait_for_index(_SUBSCRIBED, _HOLD_SECONDS, index) + 1
+            await self.lab.publish_update()
 
 
 @dataclass
@@ -128,38 +167,62 @@ async def _run_agent(
     home.mkdir()
     workdir.mkdir()
     outcome = Outcome(script, _now_ms())
-    async with running_lab(root, enable_tool=scenario == TOOL_SCENARIO) as lab:
+    hold = _HOLD_SECONDS if script == SCORED else None
+    async with running_lab(root, scenario == TOOL_SCENARIO, hold) as lab:
         tap = WireTap(lab.base_url)
+        updates = Updates(lab)
         model = ScriptedModel(
             drivers.SERVER_NAME,
             REVIEW_STATUS.uri,
-            lab.publish_update,
+            updates.first if script == SCORED else lab.publish_update,
             mode=script,
             observe_seconds=observe,
         )
-        async with tap.serve() as tap_url, serve(model) as model_url:
-            dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
-            env = _base_env(home, installed.paths)
-            prompt = drivers.PROMPT if script == SCORED else drivers.PULL_PROMPT
-            turn = installed.driver(str(installed.binary), dirs, prompt, False)
-            outcome.started_ms = _now_ms()
-            cli, outcome.timed_out = await _run_cli(
-                spec.name, turn.argv, {**env, **turn.env}, workdir, timeout
-            )
-            outcome.exit_code = cli.process.returncode
-            outcome.output = [f"$ {_shown(turn.argv)}", *cli.lines]
-            if script == SCORED and not outcome.timed_out and model.record.requests:
-                again = installed.driver(str(installed.binary), dirs, drivers.CONTINUE_PROMPT, True)
-                later, late = await _run_cli(
-                    spec.name, again.argv, {**env, **again.env}, workdir, timeout
-                )
-                outcome.continued_exit = -1 if late else later.process.returncode
-                outcome.output += [f"$ {_shown(again.argv)}", *later.lines]
+        follow = asyncio.create_task(updates.follow()) if script == SCORED else None
+        try:
+            async with tap.serve() as tap_url, serve(model) as model_url:
+                await _agent_turns(spec, installed, home, workdir, tap_url, model_url, model,
+                                   timeout, outcome)  # fmt: skip
+        finally:
+            if follow is not None:
+                follow.cancel()
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                    await follow
         outcome.record = model.record
         outcome.wire = tap.messages
         outcome.events = await lab.events()
         outcome.folder = _keep_logs(spec, installed, scenario, lab, outcome, model.exchanges)
     return outcome
+
+
+async def _agent_turns(
+    spec: ClientSpec,
+    installed: Installed,
+    home: Path,
+    workdir: Path,
+    tap_url: str,
+    model_url: str,
+    model: ScriptedModel,
+    timeout: float,
+    outcome: Outcome,
+) -> None:
+    """The CLI's first turn, and in a scored run one continued turn of its session."""
+    assert installed.driver is not None
+    dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
+    env = _base_env(home, installed.paths)
+    prompt = drivers.PROMPT if outcome.script == SCORED else drivers.PULL_PROMPT
+    turn = installed.driver(str(installed.binary), dirs, prompt, False)
+    outcome.started_ms = _now_ms()
+    cli, outcome.timed_out = await _run_cli(
+        spec.name, turn.argv, {**env, **turn.env}, workdir, timeout
+    )
+    outcome.exit_code = cli.process.returncode
+    outcome.output = [f"$ {_shown(turn.argv)}", *cli.lines]
+    if outcome.script == SCORED and not outcome.timed_out and model.record.requests:
+        again = installed.driver(str(installed.binary), dirs, drivers.CONTINUE_PROMPT, True)
+        later, late = await _run_cli(spec.name, again.argv, {**env, **again.env}, workdir, timeout)
+        outcome.continued_exit = -1 if late else later.process.returncode
+        outcome.output += [f"$ {_shown(again.argv)}", *later.lines]
 
 
 def _shown(argv: list[str]) -> str:
@@ -280,7 +343,7 @@ def _keep_logs(
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
     lines = [json.dumps(asdict(e)) for e in outcome.events]
     (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))
-    (where / "wire.jsonl").write_text("".join(json.dumps(asdict(m)) + "\n" for m in outcome.wire))
+    (where / "wire.jsonl").write_text(to_jsonl(outcome.wire))
     if outcome.record is not None:
         (where / "model.json").write_text(json.dumps(outcome.record.to_json(), indent=2) + "\n")
     for exchange in exchanges:
@@ -323,6 +386,8 @@ async def run_client(
                     outcomes[script] = await runner(
                         spec, installed, Path(root), timeout, scenario, script, observe
                     )
+                except TimeoutError as exc:  # a lab that did not start (an OSError too)
+                    outcomes[script] = f"the lab did not start: {exc}"
                 except OSError as exc:  # the CLI would not start
                     outcomes[script] = f"could not run {installed.binary.name}: {exc}"
         row = to_row(spec, installed.version, scenario, outcomes[SCORED], outcomes[PULL])

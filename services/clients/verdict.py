@@ -48,12 +48,15 @@ def to_row(
     record = scored.record
     if record is not None:
         row.model = record.to_json()
-        row.reflected = record.reflected.kind if record.reflected else "no"
-        box = (
-            Check(record.reflected.kind, _after(scored, record.reflected.at_ms))
-            if record.reflected
-            else Check("no")
-        )
+        # The server cannot see level 7; the model can: its own notes say what it saw.
+        row.notes = [n for n in row.notes if n != scoring.LEVEL_7_UNSEEN]
+        if record.reflected is not None:
+            row.reflected = record.reflected.kind
+            box = Check(row.reflected, _after(scored, record.reflected.at_ms))
+        elif record.update_applied_ms is not None:
+            row.reflected, box = "no", Check("no")
+        else:  # the update was never applied: nothing was observed
+            row.reflected, box = None, Check("-")
         row.checklist["reflected"] = box
         row.notes += _model_notes(record, scored)
     else:
@@ -143,6 +146,8 @@ def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
             "reflected: no: no model request after the update carried version 2 or a "
             "notice that it changed"
         )
+    else:
+        notes.append("reflected: not observed: the update was never applied in this run")
     if record.unserved:
         notes.append(
             f"the CLI asked the model endpoint for what it does not serve: {record.unserved}"

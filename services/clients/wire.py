@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import httpx2
@@ -69,6 +69,17 @@ class WireMessage:
     error: int | None  # a response's error code
 
 
+def _uri_of(params: dict[str, Any]) -> str | None:
+    """``params.uri``, or the first resource a 2026-07-28 listen asks for."""
+    if isinstance(params.get("uri"), str):
+        return str(params["uri"])
+    asked = params.get("notifications")
+    wanted = asked.get("resourceSubscriptions") if isinstance(asked, dict) else None
+    if isinstance(wanted, list) and wanted and isinstance(wanted[0], str):
+        return wanted[0]
+    return None
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -84,7 +95,7 @@ def _messages(
             continue
         params = item.get("params")
         params = params if isinstance(params, dict) else {}
-        uri = params.get("uri") if isinstance(params.get("uri"), str) else None
+        uri = _uri_of(params)
         version = None
         result = item.get("result")
         if isinstance(result, dict) and isinstance(result.get("contents"), list):
@@ -157,9 +168,10 @@ class WireTap:
         body = await request.body()
         http = f"{request.method} {request.url.path}"
         session = request.headers.get("mcp-session-id")
+        sent: list[WireMessage] = []
         if body:
             try:
-                self._keep(_messages(json.loads(body), CLIENT, exchange, http, None, session))
+                sent = _messages(json.loads(body), CLIENT, exchange, http, None, session)
             except ValueError:
                 pass
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
@@ -171,8 +183,14 @@ class WireTap:
         try:
             answer = await client.send(outgoing, stream=True)
         except httpx2.HTTPError as exc:
+            self._keep(sent)
             logger.warning("[wire] %s: the lab did not answer: %s", http, exc)
             return Response(f"wire tap: the lab did not answer: {exc}\n", status_code=502)
+        if session is None and answer.headers.get("mcp-session-id"):
+            # A session's id comes in the answer to its initialize: the request is its too.
+            session = answer.headers["mcp-session-id"]
+            sent = [replace(m, session=session) for m in sent]
+        self._keep(sent)
         # The answer itself (its status), before any message it carries.
         self._keep([WireMessage(_now_ms(), LAB, exchange, http, answer.status_code, session,
                                 None, None, None, None, None)])  # fmt: skip
@@ -211,9 +229,6 @@ class WireTap:
         response.raw_headers = raw_headers
         return response
 
-    def to_jsonl(self) -> str:
-        return "".join(json.dumps(asdict(m)) + "\n" for m in self.messages)
-
     @asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
         """Serve the tap on a free loopback port for the duration; yields its base URL."""
@@ -238,6 +253,11 @@ class WireTap:
                 except TimeoutError:
                     task.cancel()
                 sock.close()
+
+
+def to_jsonl(messages: Iterable[WireMessage]) -> str:
+    """The capture, one message a line (a run folder's ``wire.jsonl``)."""
+    return "".join(json.dumps(asdict(m)) + "\n" for m in messages)
 
 
 def checklists(messages: list[WireMessage], uri: str) -> dict[str | None, dict[str, int | None]]:

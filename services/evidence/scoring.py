@@ -66,6 +66,7 @@ _STREAM_METHODS = frozenset({STREAM_OPEN, STREAM_RESUME, STREAM_CLOSE, STREAM_PR
 BROKE_WITHIN_MS = 2000
 _MODERN_PROTOCOLS = frozenset({"2026-07-28"})
 SESSION_END = "session/end"
+LEVEL_7_UNSEEN = "whether the new content reached the model (level 7) is not visible here"
 
 
 @dataclass
@@ -78,6 +79,8 @@ class SessionScore:
     checkpoints: dict[str, int | None]
     dropped_notifications: int = 0
     resumed_notifications: int = 0
+    # Delivered before the session's own subscribe (not its level 5).
+    unsubscribed_notifications: int = 0
     initial_version: int | None = None
     # Why the server ended the session, when it did (``idle``).
     ended_by_server: str | None = None
@@ -188,7 +191,9 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
         elif _ok(event, "in", _SUBSCRIBE_METHODS, uri):
             marks["subscribed"] = marks["subscribed"] or event.ts_ms
         elif _ok(event, "out", {UPDATED}, uri):
-            if event.delivered and marks["notified"] is None:
+            if event.delivered and marks["notified"] is None and marks["subscribed"] is None:
+                score.unsubscribed_notifications += 1  # not this session's level 5
+            elif event.delivered and marks["notified"] is None:
                 marks["notified"] = event.ts_ms
                 # A hand-made publish notifies without a new version; a read at
                 # the version current then is still a re-read.
@@ -216,6 +221,11 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         notes.append(
             f"recorded {', '.join(beyond)} but not counted ({_broken_link(score)}): "
             f"levels from {CHAINED_FROM} up build on the level below"
+        )
+    if score.unsubscribed_notifications:
+        notes.append(
+            f"{score.unsubscribed_notifications} notification(s) delivered before the "
+            "session's own subscribe: not counted"
         )
     if score.initial_version not in (None, 1):
         notes.append(f"first read saw version {score.initial_version} (shared scope?)")
@@ -256,7 +266,7 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
             "MCP_TEST_SESSION_IDLE_SECONDS without a request or an open stream"
         )
     if score.level == 6:
-        notes.append("whether the new content reached the model (level 7) is not visible here")
+        notes.append(LEVEL_7_UNSEEN)
     notes.extend(_unadvertised_notes(score.events))
     if 1 <= score.level <= 3:
         notes.extend(_stop_notes(score))
@@ -271,7 +281,7 @@ def _broken_link(score: SessionScore) -> str:
     following = CHECKPOINTS[level]
     if marks[following] is None:
         return f"no {following}"
-    return f"{following} came before {CHECKPOINTS[level - 1]}"
+    return f"{following} came before {CHECKPOINTS[level - 1]}"  # checkpoints out of order
 
 
 def _unadvertised_notes(events: list[Event]) -> list[str]:
