@@ -311,7 +311,7 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
             mark("discovered", message.at_ms)
         elif asked.method == "resources/subscribe" and asked.uri == uri:
             mark("subscribed", message.at_ms)
-        elif asked.method == "resources/read" and message.uri == uri:
+        elif asked.method == "resources/read" and asked.uri == uri:
             if marks["notified"] is None:
                 mark("read_initial", message.at_ms)
             elif (message.version or 0) >= 2:
