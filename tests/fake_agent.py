@@ -16,7 +16,9 @@ scripted model), offering its model the tools ``read_mcp_resource``,
   first update before it asks its model anything, and does nothing on the
   notification (lab level 5: the model's one read must not pass for its re-read);
 - ``late-push``: like ``push``, but subscribes one model step after its first read (after
-  the lab's update): the lab must still update it after its subscribe.
+  the lab's update): the lab must still update it after its subscribe;
+- ``offline``: never connects to the lab at all (as a CLI that ignored the MCP
+  configuration it was given): the runner's failure, not a level.
 
     python tests/fake_agent.py --mcp URL --model URL --behaviour push [--continue] PROMPT
 """
@@ -114,46 +116,51 @@ class Agent:
 
     async def run(self) -> None:
         info = mcp_types.Implementation(name=NAME, version=VERSION)
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            Client(
-                streamable_http_client(self.args.mcp, http_client=http),
-                mode="legacy",
-                client_info=info,
-                message_handler=self.on_message,
-            ) as client,
-        ):
-            if self.args.behaviour == "eager" and not self.args.resume:
-                await self._read(client, URI)
-                await client.subscribe_resource(URI)
-                # A slow start: its model is asked only once the first update came
-                # (or after a bound), so the model's read may come after a notification.
-                with contextlib.suppress(TimeoutError):
-                    uri = await asyncio.wait_for(self.updates.get(), _EAGER_WAIT)
-                    self.updates.put_nowait(uri)
-            messages = [*self._load(), {"role": "user", "content": self.args.prompt}]
-            for step in range(_STEPS):
-                late = self.read_at is not None and step >= self.read_at + 2
-                if self.args.behaviour == "late-push" and late and not self.subscribed:
-                    # Two model steps after its read: after the lab's update.
+        async with httpx2.AsyncClient(timeout=30) as http:
+            if self.args.behaviour == "offline":
+                await self._converse(http, None)
+                return
+            transport = streamable_http_client(self.args.mcp, http_client=http)
+            async with Client(
+                transport, mode="legacy", client_info=info, message_handler=self.on_message
+            ) as client:
+                if self.args.behaviour == "eager" and not self.args.resume:
+                    await self._read(client, URI)
                     await client.subscribe_resource(URI)
-                    self.subscribed = True
-                self.step = step
+                    # A slow start: its model is asked only once the first update came
+                    # (or after a bound), so the model's read may follow a notification.
+                    with contextlib.suppress(TimeoutError):
+                        uri = await asyncio.wait_for(self.updates.get(), _EAGER_WAIT)
+                        self.updates.put_nowait(uri)
+                await self._converse(http, client)
+
+    async def _converse(self, http: httpx2.AsyncClient, client: Client | None) -> None:
+        """The turn: model requests and tool calls until the model answers in text."""
+        messages = [*self._load(), {"role": "user", "content": self.args.prompt}]
+        for step in range(_STEPS):
+            late = self.read_at is not None and step >= self.read_at + 2
+            if self.args.behaviour == "late-push" and late and not self.subscribed:
+                assert client is not None
+                # Two model steps after its read: after the lab's update.
+                await client.subscribe_resource(URI)
+                self.subscribed = True
+            self.step = step
+            if client is not None:
                 messages += await self._unasked(client)
-                reply = await self._ask(http, messages)
-                calls = reply.get("tool_calls") or []
-                messages.append(
-                    {"role": "assistant", "content": reply.get("content"), "tool_calls": calls}
-                    if calls
-                    else {"role": "assistant", "content": reply.get("content") or ""}
-                )
-                if not calls:
-                    print(reply.get("content") or "")
-                    break
-                for call in calls:
-                    result = await self._call(client, call["function"])
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-            self._save(messages)
+            reply = await self._ask(http, messages)
+            calls = reply.get("tool_calls") or []
+            messages.append(
+                {"role": "assistant", "content": reply.get("content"), "tool_calls": calls}
+                if calls
+                else {"role": "assistant", "content": reply.get("content") or ""}
+            )
+            if not calls:
+                print(reply.get("content") or "")
+                break
+            for call in calls:
+                result = await self._call(client, call["function"])
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        self._save(messages)
 
     async def _ask(self, http: httpx2.AsyncClient, messages: list[dict[str, Any]]) -> Any:
         body = {"model": "scripted", "messages": messages, "tools": TOOLS, "stream": False}
@@ -161,10 +168,14 @@ class Agent:
         answer.raise_for_status()
         return answer.json()["choices"][0]["message"]
 
-    async def _call(self, client: Client, function: dict[str, Any]) -> str:
+    async def _call(self, client: Client | None, function: dict[str, Any]) -> str:
         arguments = json.loads(function.get("arguments") or "{}")
         name = function["name"]
+        if client is None and name != "todowrite":
+            return "No MCP server is configured."
+        assert client is not None or name == "todowrite"
         if name == "read_mcp_resource":
+            assert client is not None
             uri = arguments["uri"]
             text = await self._read(client, uri)
             self.read_at = self.step if self.read_at is None else self.read_at
@@ -173,6 +184,7 @@ class Agent:
                 self.subscribed = True
             return text
         if name == "list_mcp_resources":
+            assert client is not None
             listed = await client.list_resources()
             return "\n".join(str(r.uri) for r in listed.resources)
         return "Todos written."
@@ -200,7 +212,7 @@ def main() -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument(
         "--behaviour",
-        choices=["push", "notice", "pull-only", "eager", "late-push"],
+        choices=["push", "notice", "pull-only", "eager", "late-push", "offline"],
         required=True,
     )
     parser.add_argument("--continue", dest="resume", action="store_true")

@@ -152,3 +152,12 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
     assert row.runner_failed is not None
     assert row.runner_failed.startswith("the CLI never reached the scripted model (exit code 1")
     assert row.notes[0].startswith("runner failed: the CLI never reached the scripted model")
+
+
+async def test_a_cli_that_never_contacts_the_lab_is_the_runners_failure_not_level_0() -> None:
+    spec, installed = fake("offline")
+    (row,) = await run_client(
+        spec, "0.1.0", 60, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+    )
+    assert row.level is None and row.runner_failed is not None, row.notes
+    assert row.runner_failed.startswith("the CLI reached the scripted model but never contacted")

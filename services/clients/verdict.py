@@ -246,6 +246,11 @@ def _runner_failure(outcome: Outcome) -> str | None:
             f"(exit code {outcome.exit_code}{', timed out' if outcome.timed_out else ''}): "
             f"{tail[:_TAIL]}"
         )
+    if not outcome.wire:
+        return (
+            "the CLI reached the scripted model but never contacted the lab (did it take "
+            "the MCP configuration the runner wrote?)"
+        )
     if record.api is None and record.unserved:
         return (
             "the CLI's model requests went where the scripted model does not serve: "
