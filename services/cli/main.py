@@ -25,7 +25,7 @@ _WAIT_POLL_SECONDS = 0.1
 # modules of the long-running processes.
 _FIRST_IMPORTS = {
     "up": ("services.settings", "services.cli.up"),
-    "server": ("services.settings", "services.server.app"),
+    "server": ("services.settings", "services.server.run"),
     "updater": ("services.settings", "services.updater"),
 }
 
@@ -56,11 +56,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
-    from services.server import app
+    from services.server import run
 
     settings = _with_lab_redis(_settings())
     watch_parent()
-    app.main(settings, transport=args.transport)
+    run.main(settings, transport=args.transport)
     return 0
 
 

@@ -26,7 +26,7 @@ Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
 
 FastMCP's middleware chain: :func:`typed_hooks_run_now` reads fastmcp 4.2's
 ``fastmcp.server.middleware.middleware._dispatch_phase`` ContextVar, for the
-lab's ``EventLogMiddleware`` that dispatches to its hooks itself (app.py).
+lab's ``EventLogMiddleware`` that dispatches to its hooks itself (handlers.py).
 
 For a fan-out (one publish to many Streamable HTTP sessions, relay.py) the lab
 does the message router's work itself (:class:`GetStream`, :func:`get_stream_of`),

@@ -1,0 +1,155 @@
+"""The server's MCP handlers, each named: the event log on initialize, discover,
+list and read; reading a resource; subscribe and unsubscribe; the lab's tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types
+from fastmcp import Context
+from fastmcp.server.dependencies import get_context
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+
+from services.catalog import REVIEW_STATUS, ResourceSpec
+from services.evidence.recorder import annotate
+from services.logs import event
+from services.server import mcp_adapter
+from services.server.peers import Peer
+from services.server.service import Lab, not_found
+from services.server.sessions import Subscriber
+
+
+class EventLogMiddleware(Middleware):
+    """Logs initialize and list, and answers unknown URIs on read.
+
+    FastMCP's base ``__call__`` builds a chain of three or four wrapper closures
+    (``on_message``, ``on_request``, the method's hook) for every message; this one
+    calls the method's hook directly and passes every other message straight on.
+    """
+
+    def __init__(self, lab: Lab) -> None:
+        self._lab = lab
+        self._hooks: dict[str, Any] = {
+            "initialize": self.on_initialize,
+            "server/discover": self.on_discover,
+            "resources/list": self.on_list_resources,
+            "resources/read": self.on_read_resource,
+        }
+
+    async def __call__(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        hook = self._hooks.get(context.method or "")
+        if hook is None or not mcp_adapter.typed_hooks_run_now():
+            return await call_next(context)
+        return await hook(context, call_next)
+
+    async def on_initialize(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        result = await call_next(context)
+        ctx = context.fastmcp_context
+        if ctx is not None:
+            params = getattr(context.message, "params", None)
+            peer = self._lab.peer(ctx, params)
+            self._lab.registry.remember(peer)
+            mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
+            event(
+                "initialize",
+                "client connected",
+                peer,
+                f"protocol={peer.protocol} transport={peer.transport}",
+            )
+        return result
+
+    async def on_discover(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        if context.fastmcp_context is not None:
+            peer = self._lab.peer(context.fastmcp_context)
+            event(
+                "server/discover",
+                "client connected",
+                peer,
+                f"protocol={peer.protocol} transport={peer.transport}",
+            )
+        return await call_next(context)
+
+    async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        if context.fastmcp_context is not None:
+            event("resources/list", "requested", self._lab.peer(context.fastmcp_context))
+        return await call_next(context)
+
+    async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
+        uri = str(context.message.uri)
+        ctx = context.fastmcp_context
+        if uri not in self._lab.catalog and ctx is not None:
+            event("resources/read", f"uri={uri}", self._lab.peer(ctx), "error=not-found")
+            raise not_found(uri, ctx.session.protocol_version)
+        return await call_next(context)
+
+    async def _end_session(self, peer: Peer) -> None:
+        idle = self._lab.http_sessions.expired_idle(peer.session)
+        registry = self._lab.registry
+        uris = registry.drop(peer.session)
+        registry.forget(peer.session)
+        # The SDK gives this callback 5 s and then abandons it; in a burst of session
+        # ends the Redis clean-up waits its turn longer than that, so it runs apart.
+        self._lab.clean_up_later(peer, uris, idle=idle)
+
+
+class Handlers:
+    """The request handlers of ``lab``'s FastMCP server (registered by ``build_lab``)."""
+
+    def __init__(self, lab: Lab) -> None:
+        self._lab = lab
+
+    def reader(self, spec: ResourceSpec) -> Any:
+        """The ``resources/read`` handler of ``spec``: its text for the reader's scope."""
+        lab = self._lab
+
+        async def read(ctx: Context) -> str:
+            peer = lab.peer(ctx)
+            version, text = await lab.read(peer, spec.uri)
+            annotate(version=version)
+            event("resources/read", f"uri={spec.uri} version={version}", peer)
+            return text
+
+        return read
+
+    async def get_review_status(self, ctx: Context) -> str:
+        """The lab's tool (``MCP_TEST_ENABLE_TOOL``): the status text, as a read gives it."""
+        peer = self._lab.peer(ctx)
+        version, text = await self._lab.read(peer, REVIEW_STATUS.uri)
+        event("tools/call", f"get_review_status version={version}", peer)
+        return text
+
+    async def subscribe(
+        self, _: Any, params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        lab = self._lab
+        ctx = get_context()
+        peer = lab.peer(ctx)
+        uri = str(params.uri)
+        if uri not in lab.catalog:
+            event("resources/subscribe", f"uri={uri}", peer, "error=not-found")
+            raise not_found(uri, peer.protocol)
+        session = ctx.session
+        subscriber = Subscriber(
+            peer=peer,
+            send_updated=session.send_resource_updated,
+            send_list_changed=session.send_resource_list_changed,
+            always_open=not peer.on_streamable_http,
+            get_stream=mcp_adapter.get_stream_of(lab.http_sessions, session),
+        )
+        job_id = await lab.subscribe(subscriber, uri)
+        event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")
+        return mcp_types.EmptyResult()
+
+    async def unsubscribe(
+        self, _: Any, params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        lab = self._lab
+        peer = lab.peer(get_context())
+        uri = str(params.uri)
+        if uri not in lab.catalog:
+            event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
+            raise not_found(uri, peer.protocol)
+        was_subscribed = lab.registry.unsubscribe(peer.session, uri)
+        await lab.forget_subscription(peer, uri)
+        event("resources/unsubscribe", f"uri={uri}", peer, f"was_subscribed={was_subscribed}")
+        return mcp_types.EmptyResult()

@@ -1,0 +1,94 @@
+"""Running the server: ``mcp-lab server`` over HTTP (uvicorn) or stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from services import heap
+from services.contract import Transport
+from services.logs import setup_logging
+from services.server import lifecycle, mcp_adapter
+from services.server.app import build_lab, http_app
+from services.server.guard import guard
+from services.settings import LabSettings
+
+logger = logging.getLogger("mcp_lab.server")
+
+# How long start-up waits for the relay before it says "ready" anyway.
+_RELAY_START_SECONDS = 5
+
+
+class StartupFailed(Exception):
+    """The HTTP server could not start (uvicorn has logged why)."""
+
+
+async def _serve(http: uvicorn.Server) -> None:
+    """uvicorn's ``serve``, with its start-up failure (it calls ``sys.exit``, which
+    would escape the event loop with a traceback) turned into :class:`StartupFailed`."""
+    try:
+        await http.serve()
+    except SystemExit as exc:
+        raise StartupFailed(f"uvicorn exit code {exc.code}") from None
+
+
+async def run_http(settings: LabSettings) -> None:
+    """Serve the lab over HTTP until cancelled or interrupted."""
+    app, lab = http_app(settings)
+    heap.tune()
+    short = lifecycle.open_files_for(settings.max_sessions)
+    if short:
+        logger.warning("[lab] %s", short)
+    config = uvicorn.Config(
+        guard(app, settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    http = uvicorn.Server(config)
+    serving = asyncio.create_task(_serve(http), name="uvicorn")
+    while not http.started and not serving.done():
+        await asyncio.sleep(0.05)
+    if http.started:
+        try:
+            await asyncio.wait_for(lab.relay.subscribed.wait(), timeout=_RELAY_START_SECONDS)
+        except TimeoutError:
+            logger.warning("[lab] relay not subscribed yet; serving anyway")
+        sse = f" sse={settings.sse_url}" if settings.sse_path else ""
+        logger.info(
+            "[lab] server ready url=%s%s scope=%s relay=%s",
+            settings.mcp_url,
+            sse,
+            settings.state_scope,
+            lab.relay.state,
+        )
+    await serving
+
+
+async def run_stdio(settings: LabSettings) -> None:
+    """Serve one client over stdin/stdout; logs go to stderr, stdout carries only protocol."""
+    server, _ = build_lab(settings)
+    logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
+    await server.run_async(transport=Transport.STDIO.value, show_banner=False)
+
+
+def main(settings: LabSettings, transport: str = "http") -> None:
+    """Entry point of ``mcp-lab server``."""
+    setup_logging(settings.log_level)
+    for unchecked in mcp_adapter.unchecked_versions():
+        logger.warning("[lab] %s: the SDK adapter was not checked against it", unchecked)
+    try:
+        asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings))
+    except KeyboardInterrupt:
+        pass
+    except StartupFailed:
+        logger.error(
+            "[lab] could not listen on %s:%d (in use by another process? set MCP_TEST_PORT)",
+            settings.host,
+            settings.port,
+        )
+        raise SystemExit(3) from None

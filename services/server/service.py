@@ -1,0 +1,225 @@
+"""The server's service: the ``Lab`` its handlers share (subscribe, read, forget a
+subscriber, clean up an ended session), and the errors clients get from it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types
+from fastmcp import Context
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http import GET_STREAM_KEY
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services import contract, state
+from services.catalog import Catalog
+from services.contract import Transport
+from services.evidence.recorder import Recorder
+from services.logs import event
+from services.server import lifecycle, mcp_adapter
+from services.server.peers import Peer, make_peer
+from services.server.relay import Relay
+from services.server.resume import eventstore
+from services.server.resume.eventstore import RedisEventStore
+from services.server.sessions import SessionRegistry, Subscriber
+from services.settings import LabSettings
+from services.writer import BatchWriter
+
+logger = logging.getLogger("mcp_lab.server")
+
+# MCP's "resource not found" (2025-11-25 and before); the JSON-RPC codes come from mcp_types.
+RESOURCE_NOT_FOUND = -32002
+
+
+def not_found(uri: str, protocol_version: str) -> MCPError:
+    """The "unknown resource" error of the negotiated protocol generation."""
+    code = (
+        mcp_types.INVALID_PARAMS
+        if protocol_version in MODERN_PROTOCOL_VERSIONS
+        else RESOURCE_NOT_FOUND
+    )
+    return MCPError(code=code, message="Resource not found", data={"uri": uri})
+
+
+def redis_failed(exc: Exception) -> MCPError:
+    """The error a client gets while Redis cannot be reached."""
+    logger.error("[lab] redis unavailable: %s", exc)
+    return MCPError(
+        code=mcp_types.INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}"
+    )
+
+
+@dataclass
+class Lab:
+    """The server's moving parts, shared by its handlers."""
+
+    settings: LabSettings
+    redis: Redis
+    registry: SessionRegistry
+    recorder: Recorder
+    relay: Relay
+    replica: str
+    catalog: Catalog
+    writer: BatchWriter
+    http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
+    # Redis clean-ups of ended sessions still running (see clean_up_later).
+    cleanups: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def peer(self, ctx: Context, init: Any = None) -> Peer:
+        """The peer behind a FastMCP handler's context (``init``: the params of
+        the ``initialize`` being handled, if it is one)."""
+        request = ctx.request_context.request if ctx.request_context is not None else None
+        info = getattr(init, "client_info", None)
+        requested = getattr(init, "protocol_version", None)
+        return make_peer(ctx.session, request, self.settings.path, info, requested)
+
+    def peer_of_request(self, ctx: ServerRequestContext[Any], client_info: Any) -> Peer:
+        """The peer behind a low-level request context."""
+        requested = None
+        if ctx.method == "initialize" and isinstance(ctx.params, dict):
+            requested = ctx.params.get("protocolVersion")
+        return make_peer(ctx.session, ctx.request, self.settings.path, client_info, requested)
+
+    def protocol_of(self, session: str) -> str | None:
+        """The protocol ``session`` negotiated, once its ``initialize`` was handled here."""
+        peer = self.registry.peer(session)
+        return peer.protocol if peer is not None else None
+
+    def scope(self, peer: Peer) -> str:
+        return contract.scope_of(peer.session, self.settings.state_scope)
+
+    async def subscribe(self, subscriber: Subscriber, uri: str) -> str:
+        """The one subscribe path, for ``resources/subscribe`` and ``subscriptions/listen``:
+        register ``subscriber`` for ``uri`` here, note the version it starts from,
+        record it in Redis and queue its update. Returns the job id; on a Redis error
+        the registration is undone and the client gets the error.
+
+        Its Redis work goes through the batch writer (two submits: the read, then
+        the writes), not through the pool one command at a time: a burst of
+        subscribes queues in the writer and waits its turn, where each of four pool
+        commands per subscribe waited for a connection at most
+        ``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS`` and a loaded burst of ~10,000 was
+        refused "No connection available." past it."""
+        registered = self.registry.subscribe(subscriber, uri)
+        try:
+            registered.known[uri] = (await self.read(subscriber.peer, uri, batched=True))[0]
+            return await self._schedule_update(subscriber.peer, uri)
+        except MCPError:
+            self.registry.unsubscribe(registered.key, uri)
+            raise
+
+    async def _schedule_update(self, peer: Peer, uri: str) -> str:
+        """Record ``peer`` as subscribed to ``uri`` and queue its update (one submit to
+        the batch writer, its commands in this order); the job id."""
+        job = contract.UpdateJob(uri=uri, target=self.scope(peer))
+
+        def add(pipe: Any) -> int:
+            return state.subscribe_in(pipe, uri, peer.session, self.replica, job)
+
+        try:
+            *_, job_id = await self.writer.submit(add)
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+        return str(job_id)
+
+    async def forget_subscription(self, peer: Peer, uri: str) -> None:
+        """Drop ``peer``'s subscription from Redis unless another stream of it here remains."""
+        if self.registry.subscribers(uri, peer.session):
+            return
+        try:
+            await state.remove_subscriber(self.redis, uri, peer.session)
+            if not any(s.peer.session == peer.session for s in self.registry.all_subscribers()):
+                await lifecycle.disown_subscriber(self.redis, self.replica, peer.session)
+        except (RedisError, OSError) as exc:
+            logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+
+    def clean_up_later(self, peer: Peer, uris: set[str], *, idle: bool = False) -> None:
+        """Drop an ended session's subscriptions and kept events from Redis, in a
+        task of its own (awaited at shutdown), then log (and, when the server ended
+        it for idleness, record) the session's end."""
+        task = asyncio.create_task(self._clean_up(peer, uris, idle), name=f"end {peer.session}")
+        self.cleanups.add(task)
+        task.add_done_callback(self.cleanups.discard)
+
+    async def _clean_up(self, peer: Peer, uris: set[str], idle: bool) -> None:
+        dropped = [u for u in sorted(uris) if not self.registry.subscribers(u, peer.session)]
+        disown = bool(dropped) and not any(
+            s.peer.session == peer.session for s in self.registry.all_subscribers()
+        )
+        forget_events = peer.on_streamable_http and self.settings.resumable
+
+        def add(pipe: Any) -> int:
+            for uri in dropped:
+                pipe.srem(contract.subscribers_key(uri), peer.session)
+            if disown:
+                pipe.srem(contract.replica_sessions_key(self.replica), peer.session)
+            if forget_events:
+                eventstore.forget_session_in(pipe, peer.session)
+            return len(dropped) + int(disown) + int(forget_events)
+
+        if dropped or forget_events:
+            try:
+                await self.writer.submit(add)
+            except (RedisError, OSError) as exc:
+                logger.warning(
+                    "[lab] could not clean up session %s in Redis: %s", peer.session, exc
+                )
+        if idle:
+            # The client left its session open (no DELETE); the server closed it.
+            seconds = self.settings.session_idle_seconds
+            event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
+            await self.recorder.ended(peer, contract.REASON_IDLE)
+        else:
+            event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+
+    def event_store(self, session: str) -> RedisEventStore:
+        """Where the SSE events sent to ``session`` are kept for resumption."""
+        kind = GetStreamEvents if self.settings.post_responses == "json" else RedisEventStore
+        return kind(
+            self.redis,
+            session,
+            self.replica,
+            max_events=self.settings.resume_max_events,
+            ttl_seconds=self.settings.resume_ttl_seconds,
+            on_replayed=self.replayed,
+            writer=self.writer,
+        )
+
+    async def replayed(self, session: str, message: Any) -> None:
+        """Log and record a notification written to a resumed stream."""
+        if not isinstance(message, mcp_types.JSONRPCNotification):
+            return
+        peer = self.registry.peer(session) or Peer(
+            session=session, transport=Transport.STREAMABLE_HTTP
+        )
+        uri = (message.params or {}).get("uri")
+        uri = uri if isinstance(uri, str) else None
+        event("notification/resume", f"{message.method} uri={uri}" if uri else message.method, peer)
+        await self.recorder.resumed(peer, message.method, uri)
+
+    async def read(self, peer: Peer, uri: str, batched: bool = False) -> tuple[int, str]:
+        """Version and text of ``uri`` for ``peer``'s state scope; ``batched``: in the
+        batch writer's next pipeline (a subscribe burst waits there, not for the pool)."""
+        try:
+            initial = self.catalog[uri].initial(self.settings.initial_status)
+            batch = self.writer.submit if batched else None
+            return await state.read_state(self.redis, self.scope(peer), uri, initial, batch=batch)
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+
+
+class GetStreamEvents(RedisEventStore):
+    """The event store with ``MCP_TEST_POST_RESPONSES=json``: a POST's response is
+    one JSON body, without an event id, so it can never be resumed; only the GET
+    stream's events are kept."""
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        if stream_id != GET_STREAM_KEY:
+            return ""
+        return await super().store_event(stream_id, message)
