@@ -350,7 +350,7 @@ async def missing_evidence(
 async def counted_lost(redis: Any) -> int:
     """Evidence records the lab counted as lost (``mcp:events:lost``; the lab adds
     a count there once Redis takes its next write)."""
-    from services.evidence.recorder import lost_between
+    from services.evidence.reader import lost_between
 
     return await lost_between(redis, None, None)
 

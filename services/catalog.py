@@ -15,6 +15,7 @@ updated text when it applies an update.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -50,27 +51,105 @@ class ResourceSpec:
         return self.updated_text.replace(STATUS_PLACEHOLDER, status)
 
 
-class Catalog:
-    """The resources one lab serves, by URI. Anything else is "Resource not found"."""
+ID_PLACEHOLDER = "{id}"
+# What an ``{id}`` of a template may be: short, and nothing a log or a key must escape.
+_TEMPLATE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-    def __init__(self, specs: Iterable[ResourceSpec]) -> None:
+
+@dataclass(frozen=True, slots=True)
+class TemplateSpec:
+    """A resource template (``resources/templates/list``): one resource per ``{id}``.
+
+    ``uri_template`` holds ``{id}`` once; the texts may hold it too (and ``{status}``,
+    ``{version}``). A concrete URI matches when its ``{id}`` part is 1-64 letters,
+    digits, ``_`` or ``-``."""
+
+    uri_template: str
+    name: str
+    description: str
+    mime_type: str
+    initial_text: str
+    updated_text: str
+
+    def __post_init__(self) -> None:
+        if self.uri_template.count(ID_PLACEHOLDER) != 1:
+            raise ValueError(f"template {self.uri_template} needs {ID_PLACEHOLDER} once")
+
+    def match(self, uri: str) -> str | None:
+        """The ``{id}`` of ``uri`` when it is one of this template's resources."""
+        head, _, tail = self.uri_template.partition(ID_PLACEHOLDER)
+        if not (uri.startswith(head) and uri.endswith(tail)):
+            return None
+        found = uri[len(head) : len(uri) - len(tail)]
+        return found if _TEMPLATE_ID.fullmatch(found) else None
+
+    def concrete(self, uri: str) -> ResourceSpec:
+        """The resource ``uri`` of this template (it must match)."""
+        found = self.match(uri)
+        if found is None:
+            raise KeyError(uri)
+        return ResourceSpec(
+            uri=uri,
+            name=f"{self.name}-{found}",
+            description=self.description,
+            mime_type=self.mime_type,
+            initial_text=self.initial_text.replace(ID_PLACEHOLDER, found),
+            updated_text=self.updated_text.replace(ID_PLACEHOLDER, found),
+        )
+
+
+class Catalog:
+    """The resources one lab serves, by URI, and its resource templates. Anything
+    else is "Resource not found"."""
+
+    def __init__(
+        self, specs: Iterable[ResourceSpec], templates: Iterable[TemplateSpec] = ()
+    ) -> None:
         self._specs: dict[str, ResourceSpec] = {}
         for spec in specs:
             if spec.uri in self._specs:
                 raise ValueError(f"resource {spec.uri} is in the catalog twice")
             self._specs[spec.uri] = spec
+        self.templates: tuple[TemplateSpec, ...] = tuple(templates)
 
     def __contains__(self, uri: object) -> bool:
-        return uri in self._specs
+        """Whether ``uri`` is a resource served: listed, or one of a template's."""
+        if uri in self._specs:
+            return True
+        return isinstance(uri, str) and self._template_of(uri) is not None
 
     def __iter__(self) -> Iterator[ResourceSpec]:
+        """The listed resources (not those of templates)."""
         return iter(self._specs.values())
 
     def __getitem__(self, uri: str) -> ResourceSpec:
-        return self._specs[uri]
+        spec = self._specs.get(uri)
+        if spec is not None:
+            return spec
+        template = self._template_of(uri)
+        if template is None:
+            raise KeyError(uri)
+        return template.concrete(uri)
+
+    def _template_of(self, uri: str) -> TemplateSpec | None:
+        return next((t for t in self.templates if t.match(uri) is not None), None)
 
     def uris(self) -> list[str]:
+        """The listed resources' URIs."""
         return sorted(self._specs)
+
+    def names(self, uri_or_template: str) -> bool:
+        """Whether ``uri_or_template`` is a resource served or one of the templates."""
+        return uri_or_template in self or any(
+            t.uri_template == uri_or_template for t in self.templates
+        )
+
+    def same_resource(self, uri: str, watched: str) -> bool:
+        """Whether ``uri`` is ``watched``, or one of the resources of template ``watched``."""
+        if uri == watched:
+            return True
+        template = next((t for t in self.templates if t.uri_template == watched), None)
+        return template is not None and template.match(uri) is not None
 
 
 def _status_text(message: str) -> str:

@@ -15,7 +15,10 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:updater:{consumer}:alive``  ``host:pid`` of a working updater, expires shortly after;
                                  others take over the pending jobs of a consumer without one
 ``mcp:events``                   stream of evidence: every message in and notification out
+``mcp:events:lost``              stream of counts of events that could not be recorded
 ``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
+``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
+``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
                                  session (fields ``stream``, ``message``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
@@ -106,9 +109,24 @@ def is_event_id(value: str) -> bool:
     return bool(dash) and millis.isdigit() and seq.isdigit() and len(value) <= 41
 
 
+# The name of the scenario the running lab plays (set by the server at start).
+SCENARIO_KEY = "mcp:scenario"
+LISTED_KEY_PREFIX = "mcp:listed:"
+
+
+def listed_key(scope: str) -> str:
+    """Set of the hidden resources a scenario has added to ``scope``'s list."""
+    return f"{LISTED_KEY_PREFIX}{scope}"
+
+
 def subscribers_key(uri: str) -> str:
     """Key of the set of session ids subscribed to ``uri``."""
     return f"{SUBSCRIBERS_KEY_PREFIX}{uri}"
+
+
+# What a message on the updates channel says happened to its resource.
+UPDATED_KIND, LISTED_KIND = "updated", "listed"
+MESSAGE_KINDS = frozenset({UPDATED_KIND, LISTED_KIND})
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +140,20 @@ class UpdateMessage:
     uri: str
     session: str | None = None
     version: int | None = None
+    # :data:`UPDATED_KIND` (the resource changed) or :data:`LISTED_KIND` (the
+    # resource was added to the list: send list_changed).
+    kind: str = UPDATED_KIND
 
     def encode(self) -> str:
-        """The wire form: JSON with ``uri`` and, when known, ``session`` and ``version``."""
+        """The wire form: JSON with ``uri`` and, when known, ``session``, ``version``
+        and (for a new resource) ``kind``."""
         body: dict[str, object] = {"uri": self.uri}
         if self.session is not None:
             body["session"] = self.session
         if self.version is not None:
             body["version"] = self.version
+        if self.kind != UPDATED_KIND:
+            body["kind"] = self.kind
         return json.dumps(body, separators=(",", ":"))
 
 
@@ -184,27 +208,41 @@ def _parse_json_message(text: str) -> UpdateMessage:
     version = body.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise BadMessage("'version' must be an integer")
-    return UpdateMessage(uri=uri, session=session, version=version)
+    kind = body.get("kind", UPDATED_KIND)
+    if kind not in MESSAGE_KINDS:
+        raise BadMessage(f"'kind' must be one of {sorted(MESSAGE_KINDS)}")
+    return UpdateMessage(uri=uri, session=session, version=version, kind=kind)
+
+
+# What a job does (its ``action`` field; absent: an update).
+UPDATE_ACTION = "update"  # bump the resource's version and notify its subscribers
+ADD_ACTION = "add"  # list a resource hidden until now and send list_changed
+JOB_ACTIONS = frozenset({UPDATE_ACTION, ADD_ACTION})
 
 
 @dataclass(frozen=True, slots=True)
 class UpdateJob:
-    """One entry of the job stream: bump ``uri`` for ``target`` after ``delay`` seconds.
+    """One entry of the job stream: act on ``uri`` for ``target`` after ``delay`` seconds.
 
     ``target`` is a session id, ``shared``, or ``*`` (every subscribed session,
     or the shared state in shared scope). ``delay`` None means the updater's
-    configured delay. The stream entry id carries the time the job was made.
+    configured delay. ``action`` is :data:`UPDATE_ACTION` (the seed's update) or
+    :data:`ADD_ACTION` (a scenario's new resource). The stream entry id carries the
+    time the job was made.
     """
 
     uri: str
     target: str
     delay: float | None = None
+    action: str = UPDATE_ACTION
 
     def fields(self) -> dict[str, str]:
         """The stream entry's fields."""
         out = {"uri": self.uri, "target": self.target}
         if self.delay is not None:
             out["delay"] = repr(float(self.delay))
+        if self.action != UPDATE_ACTION:
+            out["action"] = self.action
         return out
 
 
@@ -223,7 +261,10 @@ def parse_job(fields: dict[str, str], catalog: Catalog) -> UpdateJob:
             raise BadMessage(f"delay {raw_delay!r} is not a number") from exc
         if not 0 <= delay <= 86400:
             raise BadMessage(f"delay {delay} is outside 0..86400")
-    return UpdateJob(uri=uri, target=target, delay=delay)
+    action = fields.get("action") or UPDATE_ACTION
+    if action not in JOB_ACTIONS:
+        raise BadMessage(f"action {shorten(action, 40)!r} is not one of {sorted(JOB_ACTIONS)}")
+    return UpdateJob(uri=uri, target=target, delay=delay, action=action)
 
 
 def entry_time_ms(entry_id: str) -> int:
@@ -232,6 +273,8 @@ def entry_time_ms(entry_id: str) -> int:
 
 
 EVENTS_STREAM = "mcp:events"
+# Events that could not be recorded: one entry per gap (count, first_ms, last_ms).
+EVENTS_LOST_STREAM = "mcp:events:lost"
 RUNS_STREAM = "mcp:runs"
 
 

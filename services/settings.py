@@ -76,6 +76,14 @@ def _log_level(value: Any) -> Any:
     raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
 
 
+def _scenario(value: str) -> str:
+    from services.scenarios import registry
+
+    if value not in registry.names():
+        raise ValueError(f"must be one of {', '.join(registry.names())} (mcp-lab scenarios)")
+    return value
+
+
 def _redis_url(value: str) -> str:
     if value == DEFAULT_REDIS_URL:  # valid; and `mcp-lab up` need not import redis-py (~0.1 s)
         return value
@@ -97,6 +105,7 @@ Token = Annotated[str | None, AfterValidator(_token)]
 OneLine = Annotated[str, AfterValidator(_one_line)]
 LogLevel = Annotated[str, BeforeValidator(_log_level)]
 RedisUrl = Annotated[str, AfterValidator(_redis_url)]
+ScenarioName = Annotated[str, AfterValidator(_scenario)]
 
 
 def env_name(field: str) -> str:
@@ -188,6 +197,11 @@ class LabSettings(BaseSettings):
         ge=0,
         allow_inf_nan=False,
         description="Seconds between a subscribe and the update the updater makes.",
+    )
+    scenario: ScenarioName = Field(
+        "single",
+        description="The scenario the lab plays (resources, updates, checkpoints; "
+        "`mcp-lab scenarios` lists them). Server and updater must play the same one.",
     )
     updates_channel: str = Field(
         "mcp:resources:updated", min_length=1, description="Redis pub/sub channel of updates."

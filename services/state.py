@@ -234,16 +234,17 @@ async def remove_subscriber(redis: Redis, uri: str, session: str) -> None:
 
 
 def subscribe_in(
-    pipe: Pipeline, uri: str, session: str, replica: str, job: contract.UpdateJob
+    pipe: Pipeline, uri: str, session: str, replica: str, jobs: list[contract.UpdateJob]
 ) -> int:
     """Add to ``pipe`` what a subscribe writes: ``session`` in the subscriber set of
-    ``uri`` and in ``replica``'s sessions, then ``job`` on the job stream (the third
-    reply is its entry id). Returns how many commands were added."""
+    ``uri`` and in ``replica``'s sessions, then each of ``jobs`` on the job stream
+    (the last replies are their entry ids). Returns how many commands were added."""
     pipe.sadd(contract.subscribers_key(uri), session)
     pipe.sadd(contract.replica_sessions_key(replica), session)
-    fields: dict[Any, Any] = job.fields()  # redis-py's parameter type is invariant
-    pipe.xadd(contract.JOBS_STREAM, fields)
-    return 3
+    for job in jobs:
+        fields: dict[Any, Any] = job.fields()  # redis-py's parameter type is invariant
+        pipe.xadd(contract.JOBS_STREAM, fields)
+    return 2 + len(jobs)
 
 
 async def ensure_job_group(redis: Redis) -> None:

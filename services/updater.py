@@ -32,9 +32,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, logs, state
-from services.catalog import LAB_CATALOG, Catalog
+from services.catalog import Catalog
 from services.logs import setup_logging
 from services.reconnect import keep_running, stop_if_cancelled
+from services.scenarios import registry
 from services.settings import LabSettings
 
 if TYPE_CHECKING:
@@ -92,9 +93,10 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
 class Updater:
     """Reads jobs from the stream and applies each one when it is due."""
 
-    def __init__(self, settings: LabSettings, redis: Redis, catalog: Catalog = LAB_CATALOG) -> None:
+    def __init__(self, settings: LabSettings, redis: Redis, catalog: Catalog | None = None) -> None:
         self._settings = settings
-        self._catalog = catalog
+        # The scenario's resources (``catalog`` when given: a test's own).
+        self._catalog = registry.get(settings.scenario).catalog if catalog is None else catalog
         self._redis = redis
         # Jobs are read undecoded, so one entry that is not UTF-8 is a bad job,
         # not an error raised on every read of the stream.

@@ -80,7 +80,7 @@ async def test_full_flow_scores_6_and_list_and_read_scores_3(lab, redis_url) -> 
         "- Calls resources/read? yes, version 1 (",
         "- Calls resources/subscribe? yes (",
         "- Receives notifications/resources/updated? yes, on an open stream (",
-        "- Re-reads after the update? yes, version 2 or later (",
+        "- Re-reads after the update? yes, at the notified version or later (",
         "- Notes: level 6 (re-read)",
     ):
         assert line in full_block, full_block

@@ -8,10 +8,17 @@ import pytest
 
 from services.catalog import REVIEW_STATUS
 from services.contract import Event
+from services.evidence.build import Report
 from services.evidence.report import levels_json, to_markdown, to_table
 from services.evidence.scoring import CHECKPOINTS, LEVEL_NAMES, score_clients, score_session
+from services.scenarios import registry
 
 STATUS_URI = REVIEW_STATUS.uri
+
+
+def report_of(clients) -> Report:
+    return Report("0-0", None, registry.get("single"), clients, 0, 0)
+
 
 UPDATED = "notifications/resources/updated"
 
@@ -194,7 +201,7 @@ def test_a_client_is_scored_by_its_best_session_with_all_listed() -> None:
 
 def test_markdown_block_follows_the_compatibility_notes_layout() -> None:
     clients = score_clients([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, READ_2])
-    text = to_markdown("0-0", clients)
+    text = to_markdown(report_of(clients))
     lines = [line for line in text.splitlines() if line.startswith(("## ", "- "))]
     assert lines == [
         "## cli 1.0",
@@ -203,7 +210,7 @@ def test_markdown_block_follows_the_compatibility_notes_layout() -> None:
         "- Calls resources/read? yes, version 1 (00:00:01.200 UTC)",
         "- Calls resources/subscribe? yes (00:00:01.300 UTC)",
         "- Receives notifications/resources/updated? yes, on an open stream (00:00:06.300 UTC)",
-        "- Re-reads after the update? yes, version 2 or later (00:00:06.420 UTC), "
+        "- Re-reads after the update? yes, at the notified version or later (00:00:06.420 UTC), "
         "0.120s after the notification",
         "- Notes: level 6 (re-read); whether the new content reached the model (level 7) "
         "is not visible here",
@@ -212,7 +219,7 @@ def test_markdown_block_follows_the_compatibility_notes_layout() -> None:
 
 def test_table_names_every_level() -> None:
     clients = score_clients([CONNECT, LIST, READ_1])
-    table = to_table("0-0", clients)
+    table = to_table(report_of(clients))
     assert "cli/1.0" in table and f"3 {LEVEL_NAMES[3]}" in table
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.cli.lifeline import PARENT_PID_ENV, watch_parent
+from services.cli.scenarios import add_parser as add_scenarios_parser
 
 if TYPE_CHECKING:
     from services.settings import LabSettings
@@ -51,7 +52,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from services.cli.up import UpOptions, run_lab
 
     data_dir = args.data_dir.expanduser().resolve() if args.data_dir is not None else None
-    options = UpOptions(args.port, args.redis_port, data_dir, args.ephemeral)
+    options = UpOptions(args.port, args.redis_port, data_dir, args.ephemeral, args.scenario)
     return run_lab(_settings(), options)
 
 
@@ -156,31 +157,20 @@ async def _reset(settings: LabSettings) -> int:
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
     from services import state
-    from services.evidence import reader, report, scoring
-    from services.evidence.recorder import lost_in_range, now_ms
+    from services.evidence import build, report
 
     redis = state.connect(settings.redis_url)
     try:
         since_ms = None if args.since is None else _since_ms(args.since)
-        runs: list[str] = []  # resets inside a --since window
-        if since_ms is not None:
-            run_id, first, last = None, f"{since_ms}-0", "+"
-            entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, first, last)
-            runs = [entry_id.decode() for entry_id, _ in entries]
-        else:
-            run_id, first, last = await reader.run_bounds(redis, args.run)
-        events = await reader.read_events(redis, first, last)
-        missing = await lost_in_range(redis, first, last)
+        made = await build.build(redis, run=args.run, since_ms=since_ms, scenario=args.scenario)
     finally:
         await redis.aclose()
-    clients = scoring.score_clients(events, runs)
     if args.format == "json":
-        data = report.to_json(run_id, clients, now_ms(), missing, since_ms=since_ms)
-        print(json.dumps(data, indent=2))
+        print(json.dumps(report.to_json(made), indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(run_id, clients, missing, since_ms=since_ms), end="")
+        print(report.to_markdown(made), end="")
     else:
-        print(report.to_table(run_id, clients, missing, since_ms=since_ms))
+        print(report.to_table(made))
     return 0
 
 
@@ -287,7 +277,7 @@ def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
 # is left out, which keeps it off the start of ``up`` and of the processes it
 # runs. Any other first argument (``clients``, ``--help``, a typo) gets all of them.
 _WITHOUT_CLIENTS = frozenset(
-    {"up", "server", "updater", "trigger", "reset", "report", "probe", "healthcheck"}
+    {"up", "server", "updater", "trigger", "reset", "report", "probe", "healthcheck", "scenarios"}
 )
 
 
@@ -323,6 +313,12 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
         "--ephemeral",
         action="store_true",
         help="keep the embedded Redis's data in a temporary folder, removed on exit",
+    )
+    up.add_argument(
+        "--scenario",
+        default=None,
+        help="the scenario to play (default: MCP_TEST_SCENARIO, else single; "
+        "mcp-lab scenarios lists them)",
     )
     up.set_defaults(func=_cmd_up)
 
@@ -371,6 +367,11 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     which.add_argument(
         "--since", default=None, help="everything since an ISO time or an age (90s, 15m, 2h)"
     )
+    rep.add_argument(
+        "--scenario",
+        default=None,
+        help="score as this scenario (default: the one the running lab plays)",
+    )
     rep.set_defaults(func=_cmd_report)
 
     probe = sub.add_parser(
@@ -414,6 +415,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
     health.add_argument("process", choices=["server", "updater"])
     health.set_defaults(func=_cmd_healthcheck)
+
+    add_scenarios_parser(sub)
 
     if with_clients:
         from services.clients.cli import add_parser as add_clients_parser

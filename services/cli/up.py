@@ -55,6 +55,7 @@ class UpOptions:
     redis_port: int | None = None
     data_dir: Path | None = None
     ephemeral: bool = False
+    scenario: str | None = None  # MCP_TEST_SCENARIO for server and updater
 
 
 def _say(lock: threading.Lock, text: str) -> None:
@@ -238,6 +239,7 @@ def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None
             f"  Redis        {where}",
             f"  State scope  {settings.state_scope}; update {settings.update_delay_seconds}s "
             "after each subscribe",
+            f"  Scenario     {settings.scenario} (mcp-lab scenarios lists them)",
             "",
             "  In another shell (mcp-lab finds this lab's Redis by itself):",
             "    mcp-lab trigger     # full update (bump + notify) of every subscribed session",
@@ -258,6 +260,8 @@ def run_lab(settings: LabSettings, options: UpOptions | None = None) -> int:
     options = options or UpOptions()
     if options.port is not None:
         settings = settings.model_copy(update={"port": options.port})
+    if options.scenario is not None:
+        settings = settings.model_copy(update={"scenario": options.scenario})
     lock = threading.Lock()
     stopping = threading.Event()
 
@@ -287,6 +291,7 @@ def _run(
         **os.environ,
         "REDIS_URL": redis_url,
         "MCP_TEST_PORT": str(settings.port),
+        "MCP_TEST_SCENARIO": settings.scenario,
         "PYTHONUNBUFFERED": "1",
         PARENT_PID_ENV: str(os.getpid()),
     }

@@ -48,7 +48,7 @@ DEFAULT_OBSERVE_SECONDS = 6.0
 _DAEMON_STOP_TIMEOUT = 30.0
 # A scored agent run holds the lab's own update of a subscriber back beyond the run:
 # the runner applies the updates itself, after the model's one read (see Updates).
-_HOLD_SECONDS = 86400.0
+_HOLD_SECONDS = 3600.0
 _SUBSCRIBED = (
     rf"\[(resources/subscribe|subscriptions/listen)\] uri={re.escape(REVIEW_STATUS.uri)} .*job="
 )

@@ -134,3 +134,26 @@ class _Skipped:
                 contract.EVENTS_STREAM,
                 self._first,
             )
+
+
+async def lost_in_range(redis: Redis, first: str, last: str) -> int:
+    """How many events were lost between two ``mcp:events`` ids, as
+    :func:`services.evidence.reader.run_bounds` gives them (``-``, ``+``, ``(id``)."""
+    start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
+    end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
+    return await lost_between(redis, start, end)
+
+
+async def lost_between(redis: Redis, start_ms: int | None, end_ms: int | None) -> int:
+    """How many events recorded as lost (``contract.EVENTS_LOST_STREAM``) fell between two times
+    (None: unbounded). Entries anyone else wrote there are skipped."""
+    total = 0
+    for _, fields in await state.read_raw(redis, "XRANGE", contract.EVENTS_LOST_STREAM, "-", "+"):
+        try:
+            count = int(fields[b"count"])
+            first, last = int(fields[b"first_ms"]), int(fields[b"last_ms"])
+        except (KeyError, ValueError, TypeError):
+            continue
+        if (start_ms is None or last >= start_ms) and (end_ms is None or first < end_ms):
+            total += max(count, 0)
+    return total

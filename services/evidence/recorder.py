@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract
 from services.server.peers import Peer
 from services.writer import BatchWriter
 
@@ -41,8 +41,7 @@ LONG_LIVED = frozenset({"subscriptions/listen"})
 # The event of a session the server ended (see ``Recorder.ended``).
 SESSION_END = "session/end"
 _READ_PAGE = 1000
-# Events that could not be recorded: one entry per gap (count, first_ms, last_ms).
-LOST_STREAM = "mcp:events:lost"
+
 _LOST_MAX_ENTRIES = 10_000
 
 # What a handler learnt while serving the current message (the resource version
@@ -81,7 +80,7 @@ class Recorder:
         self._max_events = max_events
         self._writer = writer or BatchWriter(redis)
         self.lost = 0
-        # Lost events not yet counted in LOST_STREAM: how many, and when.
+        # Lost events not yet counted in contract.EVENTS_LOST_STREAM: how many, and when.
         self._unsaved = 0
         self._unsaved_first_ms = 0
         self._unsaved_last_ms = 0
@@ -154,7 +153,7 @@ class Recorder:
         return self._unsaved
 
     async def save_lost(self) -> bool:
-        """Add the count of lost events to ``LOST_STREAM``; True when nothing is left
+        """Add the count of lost events to ``mcp:events:lost``; True when nothing is left
         unsaved. Called after each recorded event, and on shutdown."""
         count, first, last = self._unsaved, self._unsaved_first_ms, self._unsaved_last_ms
         if not count:
@@ -162,7 +161,9 @@ class Recorder:
         self._unsaved = 0  # a concurrent record() must not save the same gap twice
         entry: dict[Any, Any] = {"count": count, "first_ms": first, "last_ms": last}
         try:
-            await self._redis.xadd(LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True)
+            await self._redis.xadd(
+                contract.EVENTS_LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True
+            )
         except (RedisError, OSError) as exc:
             self._unsaved += count
             self._unsaved_first_ms = min(self._unsaved_first_ms or first, first)
@@ -176,7 +177,7 @@ class Recorder:
             count,
             first,
             last,
-            LOST_STREAM,
+            contract.EVENTS_LOST_STREAM,
         )
         return True
 
@@ -298,26 +299,3 @@ def _event(
         error=error,
         resumed=resumed,
     )
-
-
-async def lost_in_range(redis: Redis, first: str, last: str) -> int:
-    """How many events were lost between two ``mcp:events`` ids, as
-    :func:`services.evidence.reader.run_bounds` gives them (``-``, ``+``, ``(id``)."""
-    start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
-    end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
-    return await lost_between(redis, start, end)
-
-
-async def lost_between(redis: Redis, start_ms: int | None, end_ms: int | None) -> int:
-    """How many events recorded as lost (``LOST_STREAM``) fell between two times
-    (None: unbounded). Entries anyone else wrote there are skipped."""
-    total = 0
-    for _, fields in await state.read_raw(redis, "XRANGE", LOST_STREAM, "-", "+"):
-        try:
-            count = int(fields[b"count"])
-            first, last = int(fields[b"first_ms"]), int(fields[b"last_ms"])
-        except (KeyError, ValueError, TypeError):
-            continue
-        if (start_ms is None or last >= start_ms) and (end_ms is None or first < end_ms):
-            total += max(count, 0)
-    return total

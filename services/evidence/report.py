@@ -6,13 +6,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.contract import Event, entry_time_ms
+from services.evidence.build import Report
 from services.evidence.scoring import (
     CHECKPOINTS,
     LEVEL_NAMES,
     LEVELS,
-    ClientScore,
     SessionScore,
 )
+from services.scenarios.scenario import Check
 
 _CHECKPOINT_TITLES: dict[str, str] = {
     lv.checkpoint: lv.title or lv.name for lv in LEVELS if lv.checkpoint is not None
@@ -86,6 +87,8 @@ def _session_json(score: SessionScore) -> dict[str, Any]:
         "level_name": LEVEL_NAMES[score.level],
         "checkpoints": {name: iso(ms) for name, ms in score.checkpoints.items()},
         "reread_delay_ms": score.reread_delay_ms,
+        "uri": score.uri,
+        "checks": _checks_json(score.checks),
         "dropped_notifications": score.dropped_notifications,
         "notes": score.notes,
         "events": [_event_json(e) for e in score.events],
@@ -100,27 +103,31 @@ def missing_note(missing: int) -> str:
     )
 
 
-def to_json(
-    run_id: str | None,
-    clients: list[ClientScore],
-    generated_ms: int,
-    missing: int = 0,
-    *,
-    since_ms: int | None = None,
-) -> dict[str, Any]:
+def _checks_json(checks: list[Check]) -> list[dict[str, Any]]:
+    return [
+        {"key": c.key, "title": c.title, "answer": c.answer, "time": iso(c.at_ms), "ok": c.ok}
+        for c in checks
+    ]
+
+
+def to_json(report: Report) -> dict[str, Any]:
     """The report as plain data (what ``--format json`` and ``/api/report`` give).
 
     A report of a run has ``run`` (its id and start); one made with ``--since``
-    has ``since`` instead (and ``run`` null). ``missing``: events of the window
-    that could not be recorded."""
+    has ``since`` instead (and ``run`` null). ``missing_events``: events of the
+    window that could not be recorded. ``scenario``: what the lab played, and each
+    client's (and session's) ``checks``: that scenario's own checkpoints."""
+    since_ms, run_id = report.since_ms, report.run_id
+    scenario = report.scenario
     return {
         "run": None
         if since_ms is not None
         else {"id": run_id, "started": iso(run_start_ms(run_id))},
         "since": iso(since_ms),
         "window": window(run_id, since_ms),
-        "generated": iso(generated_ms),
-        "missing_events": missing,
+        "generated": iso(report.generated_ms),
+        "missing_events": report.missing,
+        "scenario": {"name": scenario.name, "summary": scenario.summary, "uri": scenario.watched},
         **levels_json(),
         "clients": [
             {
@@ -129,34 +136,44 @@ def to_json(
                 "level": c.level,
                 "level_name": LEVEL_NAMES[c.level],
                 "best_session": c.best.session,
+                "checks": _checks_json(c.checks),
                 "notes": c.notes,
                 "sessions": [_session_json(s) for s in c.sessions],
             }
-            for c in clients
+            for c in report.clients
         ],
     }
 
 
-def to_table(
-    run_id: str | None, clients: list[ClientScore], missing: int = 0, *, since_ms: int | None = None
-) -> str:
+def to_table(report: Report) -> str:
     """A terminal table: one row per client (its best session), then its sessions."""
-    lines = [f"{window(run_id, since_ms)}, {len(clients)} client(s)", ""]
+    clients, missing = report.clients, report.missing
+    head = f"{window(report.run_id, report.since_ms)}, {len(clients)} client(s)"
+    lines = [f"{head}, scenario {report.scenario.name}", ""]
     if missing:
         lines[-1:] = [f"note: {missing_note(missing)}", ""]
     if not clients:
         lines.append("no client has connected in this window")
         return "\n".join(lines)
-    header = ["client", "level", *(_CHECKPOINT_TITLES[c] for c in CHECKPOINTS), "re-read after"]
+    titles = [c.title for c in clients[0].checks]
+    header = [
+        "client",
+        "level",
+        *(_CHECKPOINT_TITLES[c] for c in CHECKPOINTS),
+        "re-read after",
+        *titles,
+    ]
     rows = [header]
     for client in clients:
         best = client.best
+        by_title = {c.title: c.answer for c in client.checks}
         rows.append(
             [
                 f"{client.client}/{client.version}",
                 f"{client.level} {LEVEL_NAMES[client.level]}",
                 *(clock(best.checkpoints[c]) for c in CHECKPOINTS),
                 _delay(best.reread_delay_ms),
+                *(by_title.get(t, "-") for t in titles),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -187,11 +204,14 @@ def _yes(ms: int | None, detail: str = "") -> str:
     return f"yes{detail} ({clock(ms)} UTC)"
 
 
-def to_markdown(
-    run_id: str | None, clients: list[ClientScore], missing: int = 0, *, since_ms: int | None = None
-) -> str:
+def to_markdown(report: Report) -> str:
     """Compatibility notes, one block per client, filled in from the evidence."""
-    blocks = [f"<!-- mcp-subscribe-lab {window(run_id, since_ms)} -->"]
+    clients, missing = report.clients, report.missing
+    scenario = report.scenario
+    blocks = [
+        f"<!-- mcp-subscribe-lab {window(report.run_id, report.since_ms)}, "
+        f"scenario {scenario.name} -->"
+    ]
     if missing:
         blocks.append(f"> Note: {missing_note(missing)}.")
     for client in clients:
@@ -207,10 +227,15 @@ def to_markdown(
         received = _yes(marks["notified"], ", on an open stream")
         if marks["notified"] is None and best.dropped_notifications:
             received = f"no: {best.dropped_notifications} sent but dropped (no open GET stream)"
-        reread = _yes(marks["re_read"], ", version 2 or later")
+        reread = _yes(marks["re_read"], ", at the notified version or later")
         if best.reread_delay_ms is not None:
             reread += f", {_delay(best.reread_delay_ms)} after the notification"
         notes = "; ".join([f"level {client.level} ({LEVEL_NAMES[client.level]})", *client.notes])
+        own = [
+            f"- {c.title} ({scenario.name}): {c.answer}"
+            + (f" ({clock(c.at_ms)} UTC)" if c.at_ms is not None else "")
+            for c in client.checks
+        ]
         blocks.append(
             "\n".join(
                 [
@@ -222,6 +247,7 @@ def to_markdown(
                     f"- Calls resources/subscribe? {_yes(marks['subscribed'])}",
                     f"- Receives notifications/resources/updated? {received}",
                     f"- Re-reads after the update? {reread}",
+                    *own,
                     f"- Notes: {notes}",
                 ]
             )

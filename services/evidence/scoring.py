@@ -6,13 +6,15 @@ on each other: a level needs its own checkpoint and every one from ``read_initia
 up to it (5 a notification delivered after the session's own subscribe, 6 a re-read
 after that notification). A client is scored by its best session. Level 7 (the new
 content reached the model) is not observable by the server: only the clients runner,
-which sees the model's requests, gives it.
+which sees the model's requests, gives it. A scenario (:mod:`services.scenarios`)
+names the resource the levels score and adds checkpoints of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import mcp_types
 
@@ -24,6 +26,10 @@ from services.contract import (
     Transport,
     entry_time_ms,
 )
+from services.scenarios.scenario import Check
+
+if TYPE_CHECKING:
+    from services.scenarios.scenario import Scenario
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,7 @@ class SessionScore:
     protocol: str
     transport: str
     checkpoints: dict[str, int | None]
+    uri: str = REVIEW_STATUS.uri  # the resource its levels score
     dropped_notifications: int = 0
     resumed_notifications: int = 0
     # Delivered before the session's own subscribe (not its level 5).
@@ -86,6 +93,8 @@ class SessionScore:
     ended_by_server: str | None = None
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # The scenario's own checkpoints (services.scenarios), beside the levels.
+    checks: list[Check] = field(default_factory=list)
 
     @property
     def level(self) -> int:
@@ -111,6 +120,11 @@ class ClientScore:
     @property
     def level(self) -> int:
         return self.best.level
+
+    @property
+    def checks(self) -> list[Check]:
+        """The scenario's own checkpoints, of the best session."""
+        return self.best.checks
 
     @property
     def notes(self) -> list[str]:
@@ -168,6 +182,7 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
         protocol=named.protocol,
         transport=named.transport,
         checkpoints=marks,
+        uri=uri,
         events=ordered,
     )
     polled: list[Event] = []
@@ -312,11 +327,11 @@ def _stop_notes(score: SessionScore) -> list[str]:
     """Why a session stopped at level 1-3, from what its evidence shows."""
     events, notes = score.events, []
     listens = [e for e in events if _ok(e, "in", {"subscriptions/listen"})]
-    if listens and not any(e.uri == REVIEW_STATUS.uri for e in listens):
+    if listens and not any(e.uri == score.uri for e in listens):
         if all(e.uri is None for e in listens):
             notes.append("listen asked only for list-changed events, never for the resource")
         else:
-            notes.append(f"listen named other resources, never {REVIEW_STATUS.uri}")
+            notes.append(f"listen named other resources, never {score.uri}")
     broke = _broken_after_priming(events)
     if broke is not None:
         notes.append(
@@ -376,15 +391,26 @@ def _broken_after_priming(events: list[Event]) -> int | None:
     return None
 
 
-def score_clients(events: Iterable[Event], runs: Iterable[str] = ()) -> list[ClientScore]:
-    """Score every client seen in ``events``, best level first. ``runs``: the ids
-    of the runs that began inside the window (a 2026-07-28 client's timeline is cut there)."""
+def score_clients(
+    events: Iterable[Event], runs: Iterable[str] = (), scenario: Scenario | None = None
+) -> list[ClientScore]:
+    """Score every client seen in ``events``, best level first, in ``scenario`` (the
+    default one when None): each session's levels for the resource the scenario
+    watches, and the scenario's own checkpoints. ``runs``: the ids of the runs that
+    began inside the window (a 2026-07-28 client's timeline is cut there)."""
+    if scenario is None:
+        from services.scenarios import registry
+
+        scenario = registry.get(registry.DEFAULT)
     by_session: dict[str, list[Event]] = {}
     for event in events:
         by_session.setdefault(event.session, []).append(event)
     by_client: dict[tuple[str, str], list[SessionScore]] = {}
     for session_events in _modern_per_run(by_session, sorted(runs, key=entry_time_ms)):
-        session = score_session(session_events)
+        ordered = sorted(session_events, key=lambda e: e.ts_ms)
+        uri = scenario.scored_uri(ordered)
+        session = score_session(ordered, uri)
+        session.checks = scenario.checks(ordered, uri)
         by_client.setdefault((session.client, session.client_version), []).append(session)
     clients = [
         ClientScore(name, version, sorted(sessions, key=lambda s: s.events[0].ts_ms))

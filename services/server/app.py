@@ -20,9 +20,10 @@ from fastmcp.server.lifespan import lifespan
 from redis.exceptions import RedisError
 from starlette.routing import Mount
 
-from services import state
-from services.catalog import LAB_CATALOG, SERVER_INSTRUCTIONS, Catalog
+from services import contract, state
+from services.catalog import SERVER_INSTRUCTIONS, Catalog
 from services.evidence.recorder import Recorder
+from services.scenarios import registry as scenarios
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
 from services.server.handlers import EventLogMiddleware, Handlers
@@ -48,8 +49,11 @@ _STOP_SECONDS = 5
 _CLEANUP_SECONDS = 10
 
 
-def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FastMCP, Lab]:
-    """The FastMCP server of the lab, serving ``catalog``, and the state its handlers share."""
+def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[FastMCP, Lab]:
+    """The FastMCP server of the lab, playing ``settings.scenario`` (serving its
+    catalog, or ``catalog`` when given), and the state its handlers share."""
+    scenario = scenarios.get(settings.scenario)
+    catalog = scenario.catalog if catalog is None else catalog
     redis = state.connect(
         settings.redis_url,
         max_connections=settings.redis_max_connections,
@@ -60,12 +64,16 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     writer = BatchWriter(redis, max_queue=settings.write_queue_max)
     recorder = Recorder(redis, settings.events_max, writer)
     relay = Relay(settings, redis, registry, recorder, catalog)
-    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer)
+    lab = Lab(
+        settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer, scenario
+    )
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         try:
             await state.ensure_job_group(redis)
+            # What `mcp-lab report` scores by default: the scenario the lab plays.
+            await redis.set(contract.SCENARIO_KEY, settings.scenario)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         writer.start()
@@ -162,7 +170,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     return server, lab
 
 
-def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[FrontDoor, Lab]:
+def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[FrontDoor, Lab]:
     """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
     generations), legacy SSE at ``settings.sse_path``, the dashboard routes, behind
     the lab's one ASGI layer (:mod:`services.server.asgi`; ``guard`` adds the
@@ -208,5 +216,6 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fro
             max_sessions=settings.max_sessions,
             retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
         ),
+        deletes=lifecycle.DeleteLog(app, lab.registry.peer, lab.deleted),
     )
     return front, lab

@@ -12,8 +12,10 @@ to go; each concern's logic lives in its own module:
   when ``MCP_TEST_RESUMABLE`` is on;
 * ``POST <mcp path>`` without ``Mcp-Session-Id`` (it may open a session): the
   session cap's log line and ``Retry-After`` (:class:`~services.server.lifecycle.SessionCap`);
-* everything else (a POST of an open session, DELETE, other paths, lifespan):
-  straight to the app, nothing wrapped.
+* ``DELETE <mcp path>`` (a client ends its session): its evidence, once answered
+  (:class:`~services.server.lifecycle.DeleteLog`), when the layer has one;
+* everything else (a POST of an open session, other paths, lifespan): straight to
+  the app, nothing wrapped.
 
 Before, each concern was an ASGI middleware of its own (three inside Starlette's
 middleware stack, three around it), each checking every request again and some
@@ -28,7 +30,7 @@ from dataclasses import dataclass, replace
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.server.guard import Security, replay
-from services.server.lifecycle import SessionCap
+from services.server.lifecycle import DeleteLog, SessionCap
 from services.server.resume.get_streams import StreamLog, stream_request
 
 _SESSION_HEADER = b"mcp-session-id"
@@ -48,6 +50,7 @@ class FrontDoor:
     streams: StreamLog
     cap: SessionCap
     security: Security | None = None
+    deletes: DeleteLog | None = None
 
     def secured(self, security: Security) -> FrontDoor:
         """The same layer, running ``security``'s checks on every HTTP request first."""
@@ -72,6 +75,9 @@ class FrontDoor:
             await self.streams.serve(scope, receive, send, session, last_event_id)
         elif method == "POST" and _SESSION_HEADER not in headers:
             await self.cap(scope, receive, send)
+        elif method == "DELETE" and self.deletes is not None:
+            session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
+            await self.deletes(scope, receive, send, session)
         else:
             await self.app(scope, receive, send)
 

@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from services import sse
-from services.evidence import reader, report, scoring
-from services.evidence.recorder import Recorder, lost_in_range, now_ms
+from services.evidence import build, reader, report
+from services.evidence.recorder import Recorder
 from services.server.mcp_adapter import HttpSessions
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
@@ -42,13 +42,8 @@ async def current_report(
     """The report of ``run_id`` (the current run when None) as plain data. Its
     ``missing_events`` adds the events this server lost and could not count in
     Redis yet (``recorder``) to those counted there."""
-    run, first, last = await reader.run_bounds(redis, run_id)
-    events = await reader.read_events(redis, first, last)
-    clients = scoring.score_clients(events)
-    missing = await lost_in_range(redis, first, last)
-    if recorder is not None and last == "+":
-        missing += recorder.unsaved_lost
-    return report.to_json(run, clients, now_ms(), missing)
+    unsaved = recorder.unsaved_lost if recorder is not None else 0
+    return report.to_json(await build.build(redis, run=run_id, unsaved_lost=unsaved))
 
 
 async def _report_stream(

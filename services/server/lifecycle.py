@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import cast
 
@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract
 from services.reconnect import stop_if_cancelled
+from services.server.peers import Peer
 
 logger = logging.getLogger("mcp_lab")
 
@@ -102,6 +103,41 @@ class SessionCap:
             await self._app(scope, receive, sending)
         finally:
             _refusals.reset(token)
+
+
+# Evidence of a client that ends its own session (HTTP DELETE with its session id).
+SESSION_DELETE = "session/delete"
+
+
+class DeleteLog:
+    """DELETE of the MCP path (the front door sends only those here): the client ends
+    its session. The session's peer is looked up first (``known``: the app forgets it
+    while it ends the session); once the app answered with a 2xx, ``record`` is called
+    with it (the lab logs and records ``session/delete``)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        known: Callable[[str], Peer | None],
+        record: Callable[[Peer], Awaitable[None]],
+    ) -> None:
+        self._app = app
+        self._known = known
+        self._record = record
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, session: str) -> None:
+        peer = self._known(session) if session else None
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        await self._app(scope, receive, watch)
+        if peer is not None and 200 <= status < 300:
+            await self._record(peer)
 
 
 async def disown_subscriber(redis: Redis, replica: str, session: str) -> None:

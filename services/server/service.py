@@ -22,6 +22,7 @@ from services.catalog import Catalog
 from services.contract import Transport
 from services.evidence.recorder import Recorder
 from services.logs import event
+from services.scenarios.scenario import Scenario
 from services.server import lifecycle, mcp_adapter
 from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
@@ -67,6 +68,7 @@ class Lab:
     replica: str
     catalog: Catalog
     writer: BatchWriter
+    scenario: Scenario
     http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
     # Redis clean-ups of ended sessions still running (see clean_up_later).
     cleanups: set[asyncio.Task[None]] = field(default_factory=set)
@@ -115,18 +117,20 @@ class Lab:
             raise
 
     async def _schedule_update(self, peer: Peer, uri: str) -> str:
-        """Record ``peer`` as subscribed to ``uri`` and queue its update (one submit to
-        the batch writer, its commands in this order); the job id."""
-        job = contract.UpdateJob(uri=uri, target=self.scope(peer))
+        """Record ``peer`` as subscribed to ``uri`` and queue the scenario's jobs for it
+        (its update, or its timeline: one submit to the batch writer, its commands in
+        this order); the job ids, comma-separated."""
+        delay = self.settings.update_delay_seconds
+        jobs = self.scenario.jobs(uri, self.scope(peer), delay)
 
         def add(pipe: Any) -> int:
-            return state.subscribe_in(pipe, uri, peer.session, self.replica, job)
+            return state.subscribe_in(pipe, uri, peer.session, self.replica, jobs)
 
         try:
-            *_, job_id = await self.writer.submit(add)
+            replies = await self.writer.submit(add)
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
-        return str(job_id)
+        return ",".join(str(job_id) for job_id in replies[-len(jobs) :])
 
     async def forget_subscription(self, peer: Peer, uri: str) -> None:
         """Drop ``peer``'s subscription from Redis unless another stream of it here remains."""
@@ -177,6 +181,11 @@ class Lab:
             await self.recorder.ended(peer, contract.REASON_IDLE)
         else:
             event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+
+    async def deleted(self, peer: Peer) -> None:
+        """The client ended its session itself (HTTP DELETE): logged and recorded."""
+        event(lifecycle.SESSION_DELETE, "by the client", peer)
+        await self.recorder.stream(peer, "in", lifecycle.SESSION_DELETE)
 
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""

@@ -1,0 +1,78 @@
+"""The one report builder: read a run's events, count what was lost, score them in a
+scenario. ``mcp-lab report``, the dashboard and the clients runner all build their
+reports here; :mod:`services.evidence.report` renders one.
+
+It imports neither the MCP SDK nor fastmcp (``mcp-lab report`` stays quick).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from services import contract, state
+from services.evidence import reader, scoring
+from services.evidence.scoring import ClientScore
+from services.scenarios import registry
+from services.scenarios.scenario import Scenario
+
+logger = logging.getLogger("mcp_lab.evidence")
+
+
+@dataclass
+class Report:
+    """A scored window of evidence: a run (``run_id``) or the events ``since_ms``."""
+
+    run_id: str | None
+    since_ms: int | None
+    scenario: Scenario
+    clients: list[ClientScore]
+    missing: int  # events of the window that could not be recorded
+    generated_ms: int
+
+
+async def lab_scenario(redis: Redis, name: str | None = None) -> Scenario:
+    """``name``'s scenario; without a name, the one the lab plays (``mcp:scenario``,
+    set by the server at start), else the default."""
+    if name is not None:
+        return registry.get(name)
+    raw = await state.read_raw(redis, "GET", contract.SCENARIO_KEY)
+    played = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None
+    if played is not None and played in registry.names():
+        return registry.get(played)
+    if played is not None:
+        logger.warning("[evidence] the lab plays an unknown scenario %r; scoring as the default",
+                       played[:60])  # fmt: skip
+    return registry.get(registry.DEFAULT)
+
+
+async def build(
+    redis: Redis,
+    *,
+    run: str | None = None,
+    since_ms: int | None = None,
+    scenario: str | None = None,
+    unsaved_lost: int = 0,
+) -> Report:
+    """The report of ``run`` (the current run when None), or of the events since
+    ``since_ms``, scored in ``scenario`` (the lab's when None). ``unsaved_lost``:
+    events a running server lost and could not count in Redis yet (added to those
+    counted there, for the current run). Raises LookupError for an unknown run or
+    scenario."""
+    played = await lab_scenario(redis, scenario)
+    runs: list[str] = []  # resets inside a --since window
+    if since_ms is not None:
+        run_id, first, last = None, f"{since_ms}-0", "+"
+        entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, first, last)
+        runs = [entry_id.decode() for entry_id, _ in entries]
+    else:
+        run_id, first, last = await reader.run_bounds(redis, run)
+    events = await reader.read_events(redis, first, last)
+    missing = await reader.lost_in_range(redis, first, last)
+    if last == "+":
+        missing += unsaved_lost
+    clients = scoring.score_clients(events, runs, played)
+    return Report(run_id, since_ms, played, clients, missing, int(time.time() * 1000))

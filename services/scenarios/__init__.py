@@ -1,0 +1,1 @@
+"""The scenarios the lab can play: one file each (see scenario.py and registry.py)."""
