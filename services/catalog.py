@@ -168,8 +168,37 @@ REVIEW_STATUS = ResourceSpec(
     updated_text=_status_text("Simulated review result is now available."),
 )
 
-# What the lab serves.
+# What the lab serves (the default scenario's catalog).
 LAB_CATALOG = Catalog([REVIEW_STATUS])
+
+# The resource the list-changed scenario adds after the subscribe.
+REVIEW_NOTES = ResourceSpec(
+    uri="test://review/notes",
+    name="review-notes",
+    description="Notes of the simulated review; listed once the review has notes.",
+    mime_type="text/plain",
+    initial_text=(
+        f"notes: the reviewer left 2 comments\nstatus: {STATUS_PLACEHOLDER}\n"
+        f"version: {VERSION_PLACEHOLDER}"
+    ),
+    updated_text=(
+        f"notes: the reviewer left 2 comments\nstatus: {STATUS_PLACEHOLDER}\n"
+        f"version: {VERSION_PLACEHOLDER}"
+    ),
+)
+
+# The template scenario's resources: one review per id (test://review/42, ...).
+REVIEW_ITEM = TemplateSpec(
+    uri_template="test://review/{id}",
+    name="review",
+    description=(
+        "A simulated review, by id. It changes a few seconds after you subscribe to it; "
+        "re-read it when notifications/resources/updated arrives."
+    ),
+    mime_type="text/plain",
+    initial_text=_status_text("Waiting for simulated review {id}."),
+    updated_text=_status_text("Simulated review {id} is now available."),
+)
 
 # The server's ``instructions`` (initialize, server/discover). Some CLIs put them in
 # their model's context; the clients runner tells them apart from an update notice.

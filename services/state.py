@@ -87,6 +87,31 @@ return versions
 """.replace("MAX_VERSION_DIGITS", str(MAX_VERSION_DIGITS))
 
 
+# Applies one ADD job atomically (see _APPLY_JOB for the acknowledgement): the
+# resource joins each target scope's listed set, and one "listed" message per scope
+# is published (the relay sends list_changed).
+#   KEYS[1] stream, KEYS[2..] listed keys
+#   ARGV: group, entry id, uri, channel, ttl, shared scope name, then one scope per key
+_APPLY_ADD = """
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return false
+end
+redis.call('XDEL', KEYS[1], ARGV[2])
+local uri, channel, ttl, shared = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+for i = 2, #KEYS do
+  local scope = ARGV[5 + i]
+  redis.call('SADD', KEYS[i], uri)
+  local body = {uri = uri, kind = 'listed'}
+  if scope ~= shared then
+    body['session'] = scope
+    if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
+  end
+  redis.call('PUBLISH', channel, cjson.encode(body))
+end
+return #KEYS - 1
+"""
+
+
 # Connections one client may open, and how long a command waits for one when all
 # are busy (then it fails with "No connection available."). The server passes its
 # settings (MCP_TEST_REDIS_MAX_CONNECTIONS, MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS).
@@ -278,6 +303,8 @@ async def job_targets(redis: Redis, job: contract.UpdateJob, state_scope: str) -
         return [job.target]
     if state_scope == contract.SHARED_SCOPE:
         return [contract.SHARED_SCOPE]
+    if job.action != contract.UPDATE_ACTION:
+        return []  # a new resource has no subscribers yet: a session's job names it
     key = contract.subscribers_key(job.uri)
     try:
         members: set[bytes] = await read_raw(redis, "SMEMBERS", key)
@@ -337,9 +364,41 @@ async def apply_job(
     return [int(v) for v in result]
 
 
+async def apply_add(
+    redis: Redis,
+    entry_id: str,
+    job: contract.UpdateJob,
+    scopes: list[str],
+    *,
+    channel: str,
+    ttl_seconds: int,
+) -> bool:
+    """Apply an ADD job once: ``job.uri`` is listed for each scope and list_changed
+    published. False if it was applied before."""
+    keys = [contract.JOBS_STREAM, *(contract.listed_key(s) for s in scopes)]
+    args: list[str | int] = [
+        contract.JOBS_GROUP,
+        entry_id,
+        job.uri,
+        channel,
+        ttl_seconds,
+        contract.SHARED_SCOPE,
+        *scopes,
+    ]
+    return await redis.eval(_APPLY_ADD, len(keys), *keys, *args) is not None
+
+
+async def listed(redis: Redis, scope: str) -> set[str]:
+    """The hidden resources a scenario has listed for ``scope`` so far."""
+    members: set[bytes] = await read_raw(redis, "SMEMBERS", contract.listed_key(scope))
+    return {m.decode("utf-8", "replace") for m in members}
+
+
 async def reset_states(redis: Redis) -> int:
-    """Delete every state (back to version 1). Returns how many were deleted."""
+    """Delete every state (back to version 1) and every listed set (hidden resources
+    hidden again). Returns how many keys were deleted."""
     deleted = 0
-    async for key in redis.scan_iter(match=f"{contract.STATE_KEY_PREFIX}*", count=500):
-        deleted += await redis.delete(key)
+    for prefix in (contract.STATE_KEY_PREFIX, contract.LISTED_KEY_PREFIX):
+        async for key in redis.scan_iter(match=f"{prefix}*", count=500):
+            deleted += await redis.delete(key)
     return deleted

@@ -368,6 +368,9 @@ class Updater:
 
     async def _apply(self, entry_id: str, job: contract.UpdateJob) -> None:
         scopes = await state.job_targets(self._redis, job, self._settings.state_scope)
+        if job.action == contract.ADD_ACTION:
+            await self._apply_add(entry_id, job, scopes)
+            return
         versions = await state.apply_job(
             self._redis,
             entry_id,
@@ -392,6 +395,31 @@ class Updater:
             )
         if not scopes:
             logger.info("[updater] job=%s uri=%s had no subscribed session", entry_id, job.uri)
+
+    async def _apply_add(self, entry_id: str, job: contract.UpdateJob, scopes: list[str]) -> None:
+        """A scenario's new resource: listed for each scope, list_changed published."""
+        applied = await state.apply_add(
+            self._redis,
+            entry_id,
+            job,
+            scopes,
+            channel=self._settings.updates_channel,
+            ttl_seconds=self._settings.state_ttl_seconds,
+        )
+        if not applied:
+            logger.info("[updater] job=%s was already applied; skipped", entry_id)
+            return
+        self.applied += 1
+        for scope in scopes:
+            logger.info(
+                "[resource/listed] uri=%s scope=%s job=%s published=%s",
+                job.uri,
+                logs.shorten(scope),
+                entry_id,
+                self._settings.updates_channel,
+            )
+        if not scopes:
+            logger.info("[updater] job=%s uri=%s had no session to list it for", entry_id, job.uri)
 
     async def _drop(self, entry_id: str, reason: str) -> None:
         """Acknowledge and delete a bad job, then say so (one line, either way)."""

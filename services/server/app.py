@@ -130,6 +130,13 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
         server.resource(
             spec.uri, name=spec.name, description=spec.description, mime_type=spec.mime_type
         )(handlers.reader(spec))
+    for template in catalog.templates:
+        server.resource(
+            template.uri_template,
+            name=template.name,
+            description=template.description,
+            mime_type=template.mime_type,
+        )(handlers.template_reader(template))
     if settings.enable_tool:
         server.tool(name="get_review_status", description="Current text of test://review/status.")(
             handlers.get_review_status

@@ -10,7 +10,7 @@ from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
-from services.catalog import REVIEW_STATUS, ResourceSpec
+from services.catalog import ID_PLACEHOLDER, REVIEW_STATUS, ResourceSpec, TemplateSpec
 from services.evidence.recorder import annotate
 from services.logs import event
 from services.server import mcp_adapter
@@ -49,6 +49,14 @@ class EventLogMiddleware(Middleware):
             params = getattr(context.message, "params", None)
             peer = self._lab.peer(ctx, params)
             self._lab.registry.remember(peer)
+            self._lab.registry.listen_for_list(
+                Subscriber(
+                    peer=peer,
+                    send_updated=ctx.session.send_resource_updated,
+                    send_list_changed=ctx.session.send_resource_list_changed,
+                    always_open=not peer.on_streamable_http,
+                )
+            )
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
             event(
                 "initialize",
@@ -70,14 +78,21 @@ class EventLogMiddleware(Middleware):
         return await call_next(context)
 
     async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
-        if context.fastmcp_context is not None:
-            event("resources/list", "requested", self._lab.peer(context.fastmcp_context))
-        return await call_next(context)
+        ctx = context.fastmcp_context
+        if ctx is None:
+            return await call_next(context)
+        peer = self._lab.peer(ctx)
+        event("resources/list", "requested", peer)
+        listed = await call_next(context)
+        hidden = await self._lab.hidden_from(peer)
+        return [r for r in listed if str(r.uri) not in hidden] if hidden else listed
 
     async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
-        if uri not in self._lab.catalog and ctx is not None:
+        if ctx is not None and (
+            uri not in self._lab.catalog or uri in await self._lab.hidden_from(self._lab.peer(ctx))
+        ):
             event("resources/read", f"uri={uri}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
@@ -107,6 +122,20 @@ class Handlers:
             version, text = await lab.read(peer, spec.uri)
             annotate(version=version)
             event("resources/read", f"uri={spec.uri} version={version}", peer)
+            return text
+
+        return read
+
+    def template_reader(self, template: TemplateSpec) -> Any:
+        """The ``resources/read`` handler of ``template``'s resources (``{id}`` given)."""
+        lab = self._lab
+
+        async def read(id: str, ctx: Context) -> str:
+            uri = template.uri_template.replace(ID_PLACEHOLDER, id)
+            peer = lab.peer(ctx)
+            version, text = await lab.read(peer, uri)
+            annotate(version=version)
+            event("resources/read", f"uri={uri} version={version}", peer)
             return text
 
         return read

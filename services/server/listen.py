@@ -110,6 +110,8 @@ class ListenStreams:
             key=f"{peer.session}#listen-{uuid.uuid4().hex}",
             always_open=True,
         )
+        if params.notifications.resources_list_changed:
+            self._registry.listen_for_list(subscriber)
         try:
             for uri in (u for u in requested if u in self._catalog):
                 job = await self._subscribe(subscriber, uri)

@@ -2,7 +2,9 @@
 
 It listens on the updates channel and notifies the sessions of this process
 that are subscribed to the message's URI (only the named session, when the
-message names one). A bad payload is logged and ignored; a lost Redis
+message names one). A message saying a scenario listed a new resource sends
+``notifications/resources/list_changed`` instead, to every session here that hears
+it (in the message's session, or all of them). A bad payload is logged and ignored; a lost Redis
 connection (or any other error) is logged and the relay resubscribes with
 backoff, so only cancellation stops it. Pub/sub keeps nothing for a
 disconnected listener, so after each resubscribe the relay reconciles: every
@@ -210,6 +212,9 @@ class Relay:
                 logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
             )
             return
+        if message.kind == contract.LISTED_KIND:
+            await self._list_changed(message)
+            return
         targets = [
             target
             for target in self._registry.subscribers(message.uri, message.session)
@@ -224,6 +229,22 @@ class Relay:
             return
         self.messages_relayed += 1
         await self._notify_all(targets, message)
+
+    async def _list_changed(self, message: contract.UpdateMessage) -> None:
+        """A scenario listed a new resource: ``list_changed`` to whoever hears it in
+        the message's scope (one session, or everyone here in shared scope)."""
+        listeners = self._registry.list_listeners(message.session)
+        logger.info(
+            "[relay] listed uri=%s session=%s: list_changed to %d listener(s)",
+            message.uri,
+            logs.shorten(message.session or "*"),
+            len(listeners),
+        )
+        if listeners:
+            self.messages_relayed += 1
+        await asyncio.gather(
+            *(self._send(t, LIST_CHANGED, None, None, t.send_list_changed()) for t in listeners)
+        )
 
     @staticmethod
     def _already_told(target: Subscriber, message: contract.UpdateMessage) -> bool:

@@ -212,6 +212,16 @@ class Lab:
         event("notification/resume", f"{message.method} uri={uri}" if uri else message.method, peer)
         await self.recorder.resumed(peer, message.method, uri)
 
+    async def hidden_from(self, peer: Peer) -> frozenset[str]:
+        """The scenario's hidden resources not yet listed for ``peer``'s scope (none
+        read from Redis when the scenario hides nothing)."""
+        if not self.scenario.hidden:
+            return frozenset()
+        try:
+            return self.scenario.hidden - await state.listed(self.redis, self.scope(peer))
+        except (RedisError, OSError) as exc:
+            raise redis_failed(exc) from exc
+
     async def read(self, peer: Peer, uri: str, batched: bool = False) -> tuple[int, str]:
         """Version and text of ``uri`` for ``peer``'s state scope; ``batched``: in the
         batch writer's next pipeline (a subscribe burst waits there, not for the pool)."""

@@ -49,14 +49,30 @@ class SessionRegistry:
         self._subscribers: dict[str, Subscriber] = {}
         self._peers: dict[str, Peer] = {}
         self._open_streams: dict[str, int] = {}
+        # Who hears notifications/resources/list_changed: every legacy session that
+        # initialized here, every listen stream that asked for it (by key).
+        self._list_listeners: dict[str, Subscriber] = {}
 
     def remember(self, peer: Peer) -> None:
         """Note a session that initialized here, subscribed or not."""
         self._peers[peer.session] = peer
 
     def forget(self, session: str) -> None:
-        """Drop an ended session from the known peers."""
+        """Drop an ended session from the known peers (and its list listener)."""
         self._peers.pop(session, None)
+        self._list_listeners.pop(session, None)
+
+    def listen_for_list(self, listener: Subscriber) -> None:
+        """``listener`` hears ``list_changed`` from now on (until forgotten or dropped)."""
+        self._list_listeners[listener.key] = listener
+
+    def list_listeners(self, session: str | None = None) -> list[Subscriber]:
+        """Who hears ``list_changed`` here (only ``session``'s, when given)."""
+        return [
+            listener
+            for listener in self._list_listeners.values()
+            if session is None or listener.peer.session == session
+        ]
 
     def peer(self, session: str) -> Peer | None:
         """The peer of a session that initialized here."""
@@ -97,6 +113,7 @@ class SessionRegistry:
 
     def drop(self, key: str) -> set[str]:
         """Forget a subscriber (an ended session or stream); returns its URIs."""
+        self._list_listeners.pop(key, None)
         entry = self._subscribers.pop(key, None)
         return set(entry.uris) if entry else set()
 

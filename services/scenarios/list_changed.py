@@ -1,0 +1,49 @@
+"""``list-changed``: a second resource appears after the subscribe, announced with
+``notifications/resources/list_changed``. Does the client list again, and read it?"""
+
+from __future__ import annotations
+
+from services.catalog import REVIEW_NOTES, REVIEW_STATUS, Catalog
+from services.contract import Event
+from services.scenarios import checks
+from services.scenarios.scenario import ADD, Action, Check, Scenario
+
+
+def _checks(events: list[Event], uri: str) -> list[Check]:
+    start = checks.subscribed_at(events, uri)
+    notes = [e for e in checks.delivered(events, checks.LIST_CHANGED) if start and e.ts_ms >= start]
+    if not notes:
+        return [Check("list_changed", "list_changed delivered", "no")]
+    after = notes[0].ts_ms
+    relisted = next(
+        (e.ts_ms for e in events if e.ts_ms >= after and checks.ok_in(e, "resources/list")), None
+    )
+    read_new = next(
+        (
+            e.ts_ms
+            for e in events
+            if e.ts_ms >= after and checks.ok_in(e, "resources/read", REVIEW_NOTES.uri)
+        ),
+        None,
+    )
+    return [
+        Check("list_changed", "list_changed delivered", "yes", after, True),
+        Check("relisted", "listed again", "yes" if relisted else "no", relisted, bool(relisted)),
+        Check(
+            "read_new", "read the new one", "yes" if read_new else "no", read_new, bool(read_new)
+        ),
+    ]
+
+
+SCENARIO = Scenario(
+    name="list-changed",
+    summary=(
+        "a second resource appears after the subscribe, with "
+        "notifications/resources/list_changed: does the client list again and read it?"
+    ),
+    catalog=Catalog([REVIEW_STATUS, REVIEW_NOTES]),
+    watched=REVIEW_STATUS.uri,
+    timeline=(Action(kind=ADD, uri=REVIEW_NOTES.uri),),
+    hidden=frozenset({REVIEW_NOTES.uri}),
+    checks=_checks,
+)
