@@ -60,6 +60,7 @@ _PROCESS_MODULES = {
     "test_fault_matrix",
     "test_load",
     "test_probe",
+    "test_scenarios",
     "test_settings",
     "test_transports",
     "test_up",

@@ -249,7 +249,13 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from services.cli import probe
 
     return probe.main(
-        args.url, args.uri, args.timeout, args.protocol, args.auth_token, args.transport
+        args.url,
+        args.uri,
+        args.timeout,
+        args.protocol,
+        args.auth_token,
+        args.transport,
+        args.scenario,
     )
 
 
@@ -381,7 +387,17 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     probe.add_argument(
         "--url", required=True, help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8089/mcp"
     )
-    probe.add_argument("--uri", default=REVIEW_STATUS.uri, help="resource to subscribe to")
+    probe.add_argument(
+        "--uri",
+        default=None,
+        help="resource to subscribe to (default: the scenario's, test://review/status)",
+    )
+    probe.add_argument(
+        "--scenario",
+        default=None,
+        help="play this scenario of the lab as its ideal client (default: single; "
+        "mcp-lab scenarios lists them)",
+    )
     probe.add_argument("--auth-token", default=None, help="sent as 'Authorization: Bearer T'")
     probe.add_argument(
         "--timeout",

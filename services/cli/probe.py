@@ -33,7 +33,15 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from services.scenarios import registry
+from services.scenarios.scenario import ADD, Action, Scenario
+
 OK, UNREACHABLE, NOT_FOUND, SUBSCRIBE_REFUSED, NO_NOTIFICATION, PROTOCOL_ERROR = 0, 3, 4, 5, 6, 7
+UPDATED = "notifications/resources/updated"
+LIST_CHANGED = "notifications/resources/list_changed"
+# How long past the timeline's last step the probe watches for a notification that
+# should not come (after an unsubscribe).
+_QUIET_MARGIN_SECONDS = 2.0
 MODERN = "2026-07-28"
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
@@ -87,11 +95,16 @@ class Probe:
         protocol: str,
         token: str | None,
         transport: str = "http",
+        scenario: Scenario | None = None,
     ) -> None:
         self.url, self.uri, self.timeout, self.protocol = url, uri, timeout, protocol
         self.transport = transport
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.updated = anyio.Event()
+        # What the lab is expected to do after the subscribe (the scenario's timeline).
+        self.scenario = scenario or registry.get(registry.DEFAULT)
+        # Notifications as they arrive: (method, uri), from the session or a listen.
+        self._sent, self._arrived = anyio.create_memory_object_stream[tuple[str, str | None]](100)
+        self._listening = False
         self.answers: list[HttpAnswer] = []  # every HTTP answer, to explain a failure
 
     async def _seen(self, response: httpx2.Response) -> None:
@@ -112,9 +125,12 @@ class Probe:
         )
 
     async def on_message(self, message: object) -> None:
+        if self._listening:  # the listen stream's own events are read from it instead
+            return
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
-            if str(message.params.uri) == self.uri:
-                self.updated.set()
+            await self._sent.send((UPDATED, str(message.params.uri)))
+        elif isinstance(message, mcp_types.ResourceListChangedNotification):
+            await self._sent.send((LIST_CHANGED, None))
 
     async def run(self) -> int:
         started = time.monotonic()
@@ -226,11 +242,7 @@ class Probe:
             server=info.model_dump(exclude_none=True) if info else None,
             resources=resources.model_dump(exclude_none=True) if resources else None,
         )
-        listed = await self._call("list", NOT_FOUND, client.list_resources())
-        uris = [str(r.uri) for r in listed.resources]
-        if self.uri not in uris:
-            raise ProbeFailed(NOT_FOUND, "resource", f"{self.uri} not in resources/list {uris}")
-        emit("resource", uri=self.uri, found=True)
+        await self._find(client)
         first = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
         emit("initial_content", text=_text(first))
         if resources is None or not resources.subscribe:
@@ -238,6 +250,7 @@ class Probe:
                 SUBSCRIBE_REFUSED, "subscribe", "the server does not advertise resources.subscribe"
             )
         modern = client.protocol_version == MODERN
+        subscribed = True
         async with AsyncExitStack() as listening:
             waited = time.monotonic()
             if modern:
@@ -247,25 +260,102 @@ class Probe:
                     "subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri)
                 )
                 emit("subscribed", method="resources/subscribe")
-                with anyio.move_on_after(self.timeout):
-                    await self.updated.wait()
-                if not self.updated.is_set():
-                    raise _no_notification(self.timeout)
-            after = round(time.monotonic() - waited, 3)
-            emit("notification_received", uri=self.uri, after_s=after)
-            final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
-            emit("final_content", text=_text(final), changed=_text(final) != _text(first))
-        if modern:  # leaving the stack above closed the listen stream
+            updates = 0
+            for step in self._plan():
+                if step.kind == ADD:
+                    await self._new_resource(client, step)
+                    continue
+                await self._next(UPDATED, "notification")
+                updates += 1
+                after = round(time.monotonic() - waited, 3)
+                emit("notification_received", uri=self.uri, n=updates, after_s=after)
+                final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
+                changed = _text(final) != _text(first)
+                emit("final_content", n=updates, text=_text(final), changed=changed)
+                if updates == self.scenario.play.unsubscribe_after:
+                    await self._unsubscribe(client, modern, listening)
+                    subscribed = False
+                    await self._stays_quiet()
+                    break
+        if subscribed:  # leaving the stack above closed a listen stream
+            await self._unsubscribe(client, modern, None)
+
+    def _plan(self) -> list[Action]:
+        """What the lab will do after the subscribe, in order: the scenario's timeline
+        (one update when the probed URI does not start it)."""
+        if not self.scenario.starts_timeline(self.uri):
+            return [Action()]
+        return sorted(self.scenario.timeline, key=lambda action: action.after)
+
+    async def _find(self, client: Client) -> None:
+        """List the resources (or, for a template's resource, the templates) and find
+        the one to probe there."""
+        templates = self.scenario.catalog.templates
+        if self.uri in self.scenario.catalog.uris() or not templates:
+            listed = await self._call("list", NOT_FOUND, client.list_resources())
+            uris = [str(r.uri) for r in listed.resources]
+            if self.uri not in uris:
+                raise ProbeFailed(NOT_FOUND, "resource", f"{self.uri} not in resources/list {uris}")
+            emit("resource", uri=self.uri, found=True)
+            return
+        found = await self._call("list", NOT_FOUND, client.list_resource_templates())
+        shapes = [str(t.uri_template) for t in found.resource_templates]
+        match = next((t for t in templates if t.uri_template in shapes), None)
+        if match is None or match.match(self.uri) is None:
+            message = f"{self.uri} fits no template of resources/templates/list {shapes}"
+            raise ProbeFailed(NOT_FOUND, "resource", message)
+        emit("resource", uri=self.uri, found=True, template=match.uri_template)
+
+    async def _next(self, method: str, step: str) -> None:
+        """Wait (at most --timeout) for the next notification ``method`` (about the
+        probed URI, for an update)."""
+        with anyio.move_on_after(self.timeout):
+            async for got, uri in self._arrived:
+                if got == method and (method != UPDATED or uri == self.uri):
+                    return
+        raise ProbeFailed(NO_NOTIFICATION, step, f"no {method} within {self.timeout}s")
+
+    async def _new_resource(self, client: Client, step: Action) -> None:
+        """A resource is added: wait for list_changed, list again, find and read it."""
+        await self._next(LIST_CHANGED, "list_changed")
+        emit("list_changed")
+        listed = await self._call("list", NOT_FOUND, client.list_resources())
+        uris = [str(r.uri) for r in listed.resources]
+        if step.uri not in uris:
+            raise ProbeFailed(NOT_FOUND, "new_resource", f"{step.uri} not in resources/list {uris}")
+        added = await self._call("read", NOT_FOUND, client.read_resource(str(step.uri)))
+        emit("new_resource", uri=step.uri, text=_text(added))
+
+    async def _unsubscribe(
+        self, client: Client, modern: bool, listening: AsyncExitStack | None
+    ) -> None:
+        """Unsubscribe (2026-07-28: close the listen stream, if ``listening`` still holds it)."""
+        if modern:
+            if listening is not None:
+                await listening.aclose()
             emit("unsubscribed", method="subscriptions/listen stream closed")
         else:
             await self._call("unsubscribe", PROTOCOL_ERROR, client.unsubscribe_resource(self.uri))
             emit("unsubscribed", method="resources/unsubscribe")
 
+    async def _stays_quiet(self) -> None:
+        """After an unsubscribe, the rest of the timeline must notify nothing: watched
+        until its last step is due, plus a margin."""
+        rest = max(a.after for a in self.scenario.timeline) + _QUIET_MARGIN_SECONDS
+        with anyio.move_on_after(rest):
+            async for got, uri in self._arrived:
+                if got == UPDATED and uri == self.uri:
+                    message = "a notification arrived after the unsubscribe"
+                    raise ProbeFailed(PROTOCOL_ERROR, "quiet", message)
+        emit("quiet_after_unsubscribe", watched_s=rest)
+
     async def _listen(self, client: Client, stack: AsyncExitStack) -> None:
-        """Open a listen naming the URI (kept open by ``stack``) and wait for its update."""
+        """Open a listen naming the URI (kept open by ``stack``); its events feed the
+        notifications the flow waits for."""
+        wants_list = any(a.kind == ADD for a in self._plan())
         try:
             subscription = await stack.enter_async_context(
-                client.listen(resource_subscriptions=[self.uri])
+                client.listen(resource_subscriptions=[self.uri], resources_list_changed=wants_list)
             )
         except MCPError as exc:
             raise ProbeFailed(SUBSCRIBE_REFUSED, "subscribe", _reason(exc)) from exc
@@ -274,13 +364,16 @@ class Probe:
             method="subscriptions/listen",
             honored=subscription.honored.resource_subscriptions,
         )
-        with anyio.move_on_after(self.timeout) as scope:
-            async for update in subscription:
-                if getattr(update, "uri", None) == self.uri:
-                    return
-        if scope.cancelled_caught:
-            raise _no_notification(self.timeout)
-        raise ProbeFailed(PROTOCOL_ERROR, "notification", "the listen stream ended without it")
+        self._listening = True
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tasks.cancel_scope.cancel)
+
+        async def feed() -> None:
+            async for change in subscription:
+                uri = getattr(change, "uri", None)
+                await self._sent.send((UPDATED if uri is not None else LIST_CHANGED, uri))
+
+        tasks.start_soon(feed)
 
     async def _call(self, step: str, code: int, call: Any) -> Any:
         try:
@@ -318,11 +411,12 @@ def _reason(exc: BaseException) -> str:
 
 def main(
     url: str,
-    uri: str,
+    uri: str | None,
     timeout: float,
     protocol: str,
     token: str | None,
     transport: str = "http",
+    scenario: str | None = None,
 ) -> int:
     """Run the probe; returns the exit code."""
     import warnings
@@ -334,9 +428,15 @@ def main(
             file=sys.stderr,
         )
         return 2
-    warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
     try:
-        return anyio.run(Probe(url, uri, timeout, protocol, token, transport).run)
+        played = registry.get(scenario or registry.DEFAULT)
+    except LookupError as exc:
+        print(f"mcp-lab probe: {exc}", file=sys.stderr)
+        return 2
+    warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
+    probe = Probe(url, uri or played.read_uri, timeout, protocol, token, transport, played)
+    try:
+        return anyio.run(probe.run)
     except KeyboardInterrupt:
         return 130
     finally:

@@ -61,8 +61,9 @@ def no_checks(events: list[Event], uri: str) -> list[Check]:
 
 @dataclass(frozen=True, slots=True)
 class Play:
-    """How the clients runner plays the scenario (its scripted model, the runner's own
-    updates), and which clients it applies to."""
+    """How the scenario is played: by the clients runner (its scripted model, the
+    runner's own updates; which clients it applies to) and by the probe (the ideal
+    client)."""
 
     # What the scored run's model is asked (``{uri}``: the watched resource).
     prompt: str = "Read the MCP resource {uri} of the MCP server 'lab' and tell me its status."
@@ -75,6 +76,9 @@ class Play:
     pull: bool = False
     # Whether the runner runs it twice, without and with the lab's tool.
     tool_setups: bool = False
+    # The ideal client (the probe) unsubscribes after this many updates, and then
+    # checks that the rest of the timeline notifies it of nothing.
+    unsubscribe_after: int | None = None
 
 
 @dataclass(frozen=True)

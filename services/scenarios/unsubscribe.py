@@ -6,7 +6,7 @@ from __future__ import annotations
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.contract import Event
 from services.scenarios import checks
-from services.scenarios.scenario import Action, Check, Scenario
+from services.scenarios.scenario import Action, Check, Play, Scenario
 
 INTERVAL_SECONDS = 4.0
 SESSION_DELETE = "session/delete"
@@ -55,4 +55,5 @@ SCENARIO = Scenario(
     watched=REVIEW_STATUS.uri,
     timeline=(Action(), Action(after=INTERVAL_SECONDS)),
     checks=_checks,
+    play=Play(unsubscribe_after=1),
 )
