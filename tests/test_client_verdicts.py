@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 from services.clients import drivers
-from services.clients.matrix import NO_TOOL_SCENARIO, Row
+from services.clients.matrix import Row
 from services.clients.pins import ClientSpec
-from services.clients.runner import Installed, run_client
+from services.clients.runner import run_client
+from services.clients.runs import Installed
+from services.scenarios import registry
 
 pytestmark = pytest.mark.anyio
 FAKE = Path(__file__).resolve().parent / "fake_agent.py"
 OBSERVE = 3.0
+SINGLE = registry.get("single")
 
 
 @pytest.fixture
@@ -57,7 +60,7 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 async def row_of(behaviour: str) -> Row:
     spec, installed = fake(behaviour)
     (row,) = await run_client(
-        spec, "0.1.0", 120, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=120, installed=installed
     )
     assert row.runner_failed is None, row.notes
     assert row.client_info == "fake-agent/0.1.0"
@@ -146,7 +149,7 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
     scripted model: that says nothing of the client, so the row has no level."""
     spec, installed = fake("push", model_url="http://127.0.0.1:9")
     (row,) = await run_client(
-        spec, "0.1.0", 60, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=60, installed=installed
     )
     assert row.level is None and row.to_json()["level_name"] == "runner failed"
     assert row.runner_failed is not None
@@ -157,7 +160,31 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
 async def test_a_cli_that_never_contacts_the_lab_is_the_runners_failure_not_level_0() -> None:
     spec, installed = fake("offline")
     (row,) = await run_client(
-        spec, "0.1.0", 60, (NO_TOOL_SCENARIO,), observe=OBSERVE, installed=installed
+        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=60, installed=installed
     )
     assert row.level is None and row.runner_failed is not None, row.notes
     assert row.runner_failed.startswith("the CLI reached the scripted model but never contacted")
+
+
+async def test_the_runner_plays_the_scenarios_timeline_for_the_client() -> None:
+    """In ``repeated`` the runner applies three updates after the model's one read: the
+    pushing agent re-reads after each and is told apart from one that never does."""
+    repeated = registry.get("repeated")
+    rows = {}
+    for behaviour in ("push", "pull-only"):
+        spec, installed = fake(behaviour)
+        (rows[behaviour],) = await run_client(
+            spec, "0.1.0", [repeated], tool="off", observe=OBSERVE, timeout=120,
+            installed=installed,
+        )  # fmt: skip
+    push, pull = rows["push"], rows["pull-only"]
+    assert (push.scenario, push.setup, push.level) == ("repeated", "no tool", 7), push.notes
+    assert [(c["key"], c["answer"]) for c in push.checks] == [
+        ("notified_each", "3/3"),
+        ("re_read_each", "3/3"),
+    ]
+    assert [(c["key"], c["answer"]) for c in pull.checks] == [
+        ("notified_each", "0/3"),
+        ("re_read_each", "0/3"),
+    ]
+    assert "pull" not in push.checklist  # the pull run belongs to single only

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import sys
 
-from services.clients.matrix import SCENARIO_CHOICES
 from services.clients.pins import CLIENTS, known, parse_versions
 
 
@@ -38,13 +37,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--scenario",
-        choices=list(SCENARIO_CHOICES),
-        default="both",
-        help="run each client against a lab without the server's tool (no-tool), with it "
-        "(tool: MCP_TEST_ENABLE_TOOL=true), or both, one after the other (default); each "
-        "setup has a scored run and a pull run",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a scenario to play (repeatable; default: every one that applies to each "
+        "client; mcp-lab scenarios lists them)",
     )
-    run.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    run.add_argument(
+        "--tool",
+        choices=["auto", "off", "on", "both"],
+        default="auto",
+        help="lab setups: without the server's tool get_review_status (off), with it (on, "
+        "MCP_TEST_ENABLE_TOOL=true), or both; auto (default): both for the scenarios that "
+        "ask for it (single), else off",
+    )
+    run.add_argument("--format", choices=["table", "markdown", "json"], default="table",
+                     help="how to print the matrix (default: table)")  # fmt: skip
     run.add_argument(
         "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
     )
@@ -53,8 +61,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=6.0,
         metavar="SECONDS",
-        help="how long the scored run watches, after the update, for the client to bring "
-        "it to its model unasked (default 6)",
+        help="how long the scored run watches, after the scenario's updates, for the client "
+        "to bring them to its model unasked (default 6)",
+    )
+    run.add_argument(
+        "--jobs", type=int, default=3, metavar="N", help="clients run side by side (default 3)"
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
     )
     run.set_defaults(func=_cmd_run)
 
@@ -68,6 +82,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from services.clients import matrix, runner
+    from services.clients.install import cache_dir
+    from services.scenarios import registry
 
     names = args.client or list(CLIENTS)
     unknown = [n for n in names if n not in CLIENTS]
@@ -76,15 +92,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     try:
         versions = parse_versions(args.version)
-    except ValueError as exc:
+        scenarios = [registry.get(name) for name in args.scenario or registry.names()]
+    except (ValueError, LookupError) as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
-    scenarios = SCENARIO_CHOICES[args.scenario]
-    if args.observe <= 0 or args.timeout <= 0:
-        print("mcp-lab: --observe and --timeout must be positive", file=sys.stderr)
+    if args.observe <= 0 or args.timeout <= 0 or args.jobs < 1:
+        print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
         return 2
+    progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
     rows = asyncio.run(
-        runner.run_clients(names, versions, args.timeout, scenarios, observe=args.observe)
+        runner.run_clients(
+            names,
+            versions,
+            scenarios,
+            tool=args.tool,
+            observe=args.observe,
+            timeout=args.timeout,
+            jobs=args.jobs,
+            progress=progress,
+        )
     )
     if args.format == "json":
         print(matrix.to_json(rows))
@@ -92,4 +118,5 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(matrix.to_markdown(rows), end="")
     else:
         print(matrix.to_table(rows))
+    progress(f"each run's files: {cache_dir() / 'runs'}")
     return 0

@@ -14,16 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SERVER_NAME = "lab"
-# The scored run's first turn: one read; it never asks for the resource again.
-PROMPT = (
-    "Read the MCP resource test://review/status of the MCP server 'lab' and tell me its status."
-)
-# The scored run's later turn (the CLI's continue flag): asks for nothing.
+# The scored run's first turn is the scenario's (services.scenarios.scenario.Play).
+# Its later turn (the CLI's continue flag): asks for nothing.
 CONTINUE_PROMPT = "Thanks. Please wrap up."
-# The pull run: the model is asked to read again (never a level).
+# The pull run: the model is asked to read again (never a level). ``{uri}``: the resource.
 PULL_PROMPT = (
-    "Read the MCP resource test://review/status of the MCP server 'lab', "
-    "read it again, and tell me its status."
+    "Read the MCP resource {uri} of the MCP server 'lab', read it again, and tell me its status."
 )
 
 

@@ -21,9 +21,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from services import contract, state
-from services.catalog import REVIEW_STATUS
 from services.cli.embedded_redis import free_port, start_redis
-from services.evidence import reader
+from services.evidence import build, reader
+from services.evidence.build import Report
+from services.scenarios import registry
+from services.scenarios.scenario import Scenario
 
 _READY_TIMEOUT = 30.0
 _FORCED = frozenset(
@@ -33,6 +35,7 @@ _FORCED = frozenset(
         "MCP_TEST_PORT",
         "MCP_TEST_STATE_SCOPE",
         "MCP_TEST_ENABLE_TOOL",
+        "MCP_TEST_SCENARIO",
     }
 )
 _STOP_TIMEOUT = 10.0
@@ -123,8 +126,11 @@ class Process:
 class Lab:
     """A running lab: its URLs, processes and Redis."""
 
-    def __init__(self, redis_url: str, port: int, server: Process, updater: Process) -> None:
+    def __init__(
+        self, redis_url: str, port: int, server: Process, updater: Process, scenario: Scenario
+    ) -> None:
         self.redis_url = redis_url
+        self.scenario = scenario
         self.base_url = f"http://127.0.0.1:{port}"
         self.mcp_url = f"{self.base_url}/mcp"
         self.server = server
@@ -132,35 +138,49 @@ class Lab:
         self.run_id = "0-0"
         self.updates: list[str] = []
 
-    async def publish_update(self, timeout: float = 15.0) -> str:
-        """Queue an update of every subscriber (target ``*``, the shared state here)
-        and wait until the updater has bumped the version and published it."""
+    async def apply_timeline(self, timeout: float = 15.0) -> str:
+        """Queue the scenario's timeline for every subscriber (target ``*``, the shared
+        state here), each step ``after`` seconds from now, and wait until the updater
+        has applied the first one; returns its log line."""
+        uri = self.scenario.read_uri
+        jobs = [
+            contract.UpdateJob(
+                uri=action.uri or uri, target="*", delay=action.after, action=action.kind
+            )
+            for action in sorted(self.scenario.timeline, key=lambda a: a.after)
+        ]
         since = len(self.updater.lines)
         redis = state.connect(self.redis_url)
         try:
             await state.ensure_job_group(redis)
-            job = contract.UpdateJob(uri=REVIEW_STATUS.uri, target="*", delay=0.0)
-            entry_id = await state.enqueue_job(redis, job)
+            entry_ids = [await state.enqueue_job(redis, job) for job in jobs]
         finally:
             await redis.aclose()
         line = await self.updater.wait_for(
-            rf"job={re.escape(entry_id)}( published=| had no subscribed)", timeout, since
+            rf"job={re.escape(entry_ids[0])}( published=| had no )", timeout, since
         )
         self.updates.append(line)
         return line
 
-    async def events(self) -> list[contract.Event]:
-        """Every event recorded in this lab's run."""
+    def timeline_seconds(self) -> float:
+        """How long the scenario's timeline runs after its first step."""
+        return max((a.after for a in self.scenario.timeline), default=0.0)
+
+    async def evidence(self) -> tuple[list[contract.Event], Report]:
+        """Every event recorded in this lab's run, and the run's report (scored in
+        the lab's scenario by the one report builder)."""
         redis = state.connect(self.redis_url)
         try:
             _, first, last = await reader.run_bounds(redis, self.run_id)
-            return await reader.read_events(redis, first, last)
+            events = await reader.read_events(redis, first, last)
+            made = await build.build(redis, run=self.run_id, scenario=self.scenario.name)
+            return events, made
         finally:
             await redis.aclose()
 
 
 def _env(
-    redis_url: str, port: int, enable_tool: bool, update_delay: float | None
+    redis_url: str, port: int, enable_tool: bool, update_delay: float | None, scenario: str
 ) -> dict[str, str]:
     """The caller's environment (``MCP_TEST_*`` settings included), with the Redis,
     port, scope and tool setting of this lab; a .env file is not read (the lab runs in
@@ -179,23 +199,29 @@ def _env(
         MCP_TEST_HOST="127.0.0.1",
         MCP_TEST_STATE_SCOPE=contract.SHARED_SCOPE,
         MCP_TEST_ENABLE_TOOL="true" if enable_tool else "false",
+        MCP_TEST_SCENARIO=scenario,
     )
     return env
 
 
 @asynccontextmanager
 async def running_lab(
-    workdir: Path, enable_tool: bool = False, update_delay: float | None = None
+    workdir: Path,
+    enable_tool: bool = False,
+    update_delay: float | None = None,
+    scenario: Scenario | None = None,
 ) -> AsyncIterator[Lab]:
     """Start Redis, server and updater (each waited for), and a new observation run;
     with ``enable_tool`` the server offers ``get_review_status``; ``update_delay``
     overrides ``MCP_TEST_UPDATE_DELAY_SECONDS`` (a scored run sets it beyond the run:
-    there the runner applies every update itself)."""
+    there the runner applies every update itself); ``scenario``: what the lab plays
+    (the default one when None)."""
+    scenario = scenario or registry.get(registry.DEFAULT)
     redis = await asyncio.to_thread(start_redis, free_port())
     processes: list[Process] = []
     try:
         port = free_port()
-        env = _env(redis.url, port, enable_tool, update_delay)
+        env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
         python = [sys.executable, "-m", "services"]
         server = await Process.start("server", [*python, "server"], env, workdir)
         processes.append(server)
@@ -203,7 +229,7 @@ async def running_lab(
         processes.append(updater)
         await server.wait_for(r"\[lab\] server ready .*relay=subscribed", _READY_TIMEOUT)
         await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
-        lab = Lab(redis.url, port, server, updater)
+        lab = Lab(redis.url, port, server, updater, scenario)
         connection = state.connect(redis.url)
         try:
             lab.run_id = await reader.start_run(connection)

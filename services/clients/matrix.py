@@ -1,13 +1,15 @@
-"""The compatibility matrix: its rows, its lab setups, and its three renderings (a
-terminal table, markdown for docs/clients.md, JSON).
+"""The compatibility matrix: its rows and its three renderings (a terminal table,
+markdown for docs/clients.md, JSON).
 
-A row is one client in one lab setup (``no tool`` / ``tool``). It answers the seed's
-checklist, each box yes/no with the time it happened (seconds after the client
-started), from the client's own evidence in the scored run: connected, listed, read,
-subscribed, notified, re-read after the notification, reflected (``push``: version 2
-reached the model unasked; ``notice``: a text saying it changed; ``no``). ``pull``
-answers another question, from a separate run: did version 2 reach the model when the
-model asked to read again? It is a column and a note, never a level.
+A row is one client in one scenario (:mod:`services.scenarios`) and lab setup
+(``no tool`` / ``tool``). It answers the seed's checklist, each box yes/no with the
+time it happened (seconds after the client started), from the client's own evidence
+in the scored run: connected, listed, read, subscribed, notified, re-read after the
+notification, reflected (``push``: the new version reached the model unasked;
+``notice``: a text saying it changed; ``no``). ``pull`` answers another question,
+from a separate run (the scenarios that have one): did version 2 reach the model when
+the model asked to read again? It is a column and a note, never a level. The
+scenario's own checkpoints follow (``checks``).
 """
 
 from __future__ import annotations
@@ -18,16 +20,6 @@ from typing import Any
 
 from services.evidence import scoring
 
-# Each client runs in both: a lab that offers resources only (its default), then one
-# that also offers the server's tool get_review_status (MCP_TEST_ENABLE_TOOL=true).
-NO_TOOL_SCENARIO, TOOL_SCENARIO = "no tool", "tool"
-SCENARIOS: tuple[str, ...] = (NO_TOOL_SCENARIO, TOOL_SCENARIO)
-# ``--scenario`` values.
-SCENARIO_CHOICES: dict[str, tuple[str, ...]] = {
-    "no-tool": (NO_TOOL_SCENARIO,),
-    "tool": (TOOL_SCENARIO,),
-    "both": SCENARIOS,
-}
 # The checklist's boxes, in order, and their column titles. The first six are the
 # lab's checkpoints (scoring.CHECKPOINTS), under the seed's names.
 CHECKLIST: dict[str, str] = {
@@ -61,18 +53,21 @@ class Check:
 
 @dataclass
 class Row:
-    """One line of the compatibility matrix: one client in one lab setup (``-`` for a
-    client that could not be installed)."""
+    """One line of the compatibility matrix: one client in one scenario and lab setup
+    (``-`` for a client that could not be installed)."""
 
     client: str
     version: str
-    scenario: str
+    scenario: str  # the scenario's name
+    setup: str  # "no tool" or "tool" (the lab's tool offered), "-" when not run
     protocol: str = "-"
     transport: str = "-"
     # The client's level; None when the runner failed or could not run it (shown "-").
     level: int | None = 0
     server_level: int | None = 0  # from the lab's evidence alone (0-6)
     checklist: dict[str, Check] = field(default_factory=dict)
+    # The scenario's own checkpoints (its best session): key, title, answer, at_s.
+    checks: list[dict[str, Any]] = field(default_factory=list)
     reflected: str | None = None  # PUSH, NOTICE, "no"; None without a model (Inspector)
     pull: bool | None = None  # version 2 reached the model when it asked (None: not run)
     runner_failed: str | None = None
@@ -109,7 +104,16 @@ def level_name(level: int) -> str:
     return scoring.LEVEL_NAMES[level]
 
 
-_COLUMNS = ("client", "version", "scenario", "protocol", "level", *CHECKLIST.values())
+_COLUMNS = (
+    "client",
+    "version",
+    "scenario",
+    "setup",
+    "protocol",
+    "level",
+    *CHECKLIST.values(),
+    "scenario checks",
+)
 
 
 def level_cell(row: Row) -> str:
@@ -121,9 +125,14 @@ def level_cell(row: Row) -> str:
     return cell
 
 
+def checks_cell(row: Row) -> str:
+    return "; ".join(f"{c['title']} {c['answer']}" for c in row.checks) or "-"
+
+
 def _cells(row: Row) -> list[str]:
     boxes = [row.checklist[key].cell() if key in row.checklist else "-" for key in CHECKLIST]
-    return [row.client, row.version, row.scenario, row.protocol, level_cell(row), *boxes]
+    head = [row.client, row.version, row.scenario, row.setup, row.protocol, level_cell(row)]
+    return [*head, *boxes, checks_cell(row)]
 
 
 def to_table(rows: list[Row]) -> str:
@@ -133,7 +142,8 @@ def to_table(rows: list[Row]) -> str:
     lines.append("")
     lines.append("times: seconds after the client started; pull is never a level")
     for row in rows:
-        lines.append(f"{row.client} ({row.scenario}): " + ("; ".join(row.notes) or "-"))
+        where = f"{row.scenario}, {row.setup}"
+        lines.append(f"{row.client} ({where}): " + ("; ".join(row.notes) or "-"))
     return "\n".join(lines)
 
 

@@ -47,6 +47,7 @@ from services.clients.apis import Reply, Turn
 logger = logging.getLogger("mcp_lab.model")
 
 SCORED, PULL = "scored", "pull"
+ATTACHMENT = "attachment"
 MODES = (SCORED, PULL)
 # The resource's text, as it reaches a model raw or inside JSON (``\n`` escaped):
 # "status: <word>" then "version: <n>" (never "version: 2.1.332" of a CLI's banner).
@@ -90,7 +91,9 @@ class ModelRecord:
     tools_offered: list[str] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)  # tool-search queries made
     read_tool: str | None = None  # the tool the model read the resource with
-    read_via: str | None = None  # VIA_RESOURCE_TOOL (the CLI's) or VIA_SERVER_TOOL (the lab's)
+    # VIA_RESOURCE_TOOL (the CLI's), VIA_SERVER_TOOL (the lab's), ATTACHMENT (in the prompt)
+    read_via: str | None = None
+    attached: bool | None = None  # attached scenario: was the resource in the first request
     read_calls: int = 0
     read_results: list[str] = field(default_factory=list)  # of the reads the model asked for
     read_results_ms: list[int] = field(default_factory=list)  # when each came back
@@ -143,6 +146,7 @@ class ScriptedModel:
         step_seconds: float = _STEP_SECONDS,
         update_timeout: float = 30.0,
         lab_texts: Iterable[str] = (SERVER_INSTRUCTIONS, REVIEW_STATUS.description),
+        attach: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: expected one of {MODES}")
@@ -157,6 +161,7 @@ class ScriptedModel:
         self._step_seconds = step_seconds
         self._update_timeout = update_timeout
         self._lab_texts = [t for t in lab_texts if t]
+        self._attach = attach
         self._update: asyncio.Task[object] | None = None
         self._phase = "read"
         self._pending: str | None = None  # the kind of the model's last tool call
@@ -233,8 +238,11 @@ class ScriptedModel:
         return self._later_turn(turn)
 
     async def _first_read(self, turn: Turn) -> Reply:
-        """Call the read tool (loading it through a tool search first, if need be)."""
+        """Call the read tool (loading it through a tool search first, if need be); in
+        the attached scenario, take the resource the CLI attached to the prompt."""
         record = self.record
+        if self._attach:
+            return await self._attached(turn)
         picked = picks.pick_tool(turn.tools)
         if picked is not None:
             record.read_tool, record.read_via = picked
@@ -265,6 +273,22 @@ class ScriptedModel:
                 f"Neither a resource-read tool nor the server's {picks.SERVER_TOOL} was "
                 f"offered (tools: {', '.join(turn.tools)})."
             )
+        self._phase = "observe"
+        self._window_end = time.monotonic() + self._observe_seconds
+        return await self._observe_step(turn)
+
+    async def _attached(self, turn: Turn) -> Reply:
+        """The prompt attached the resource (``@server:uri``): the CLI should have put its
+        text in the request. Either way the update is applied and watched, as after a
+        read; the record says whether the attachment was there."""
+        record = self.record
+        attached = next((t for t in turn.texts if versions_in(t)), None)
+        record.attached = attached is not None
+        if attached is not None:
+            record.read_via = ATTACHMENT
+            record.read_results.append(attached)
+            record.read_results_ms.append(int(time.time() * 1000))
+        await self._await_update()
         self._phase = "observe"
         self._window_end = time.monotonic() + self._observe_seconds
         return await self._observe_step(turn)

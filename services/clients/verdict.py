@@ -21,25 +21,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from services.catalog import REVIEW_STATUS
 from services.clients import wire
 from services.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, Row
-from services.clients.model import ModelRecord, versions_in
+from services.clients.model import PULL, SCORED, ModelRecord, versions_in
 from services.clients.pins import ClientSpec
 from services.clients.tools import VIA_SERVER_TOOL
 from services.evidence import scoring
+from services.scenarios.scenario import Scenario
 
-if TYPE_CHECKING:  # the runner imports this module
-    from services.clients.runner import Outcome
+if TYPE_CHECKING:  # the runs module imports this one
+    from services.clients.runs import Outcome
 
 _TAIL = 200
 
 
 def to_row(
-    spec: ClientSpec, version: str, scenario: str, scored: Outcome | str, pull: Outcome | str
+    spec: ClientSpec,
+    version: str,
+    scenario: Scenario,
+    setup: str,
+    outcomes: dict[str, Outcome | str],
 ) -> Row:
-    """The row of ``spec`` in ``scenario`` (a str: the runner could not run that run)."""
-    row = Row(spec.name, version, scenario)
+    """The row of ``spec`` in ``scenario`` and ``setup`` from its runs, by script (a str:
+    the runner could not make that run)."""
+    row = Row(spec.name, version, scenario.name, setup)
+    scored = outcomes[SCORED]
     if isinstance(scored, str):
         return row.fail(scored)
     row.exit_code = scored.exit_code
@@ -67,7 +73,9 @@ def to_row(
         row.notes.append(
             f"level 7 by {row.reflected} with the lab's evidence at level {row.server_level}"
         )
-    _pull(row, pull)
+    pull = outcomes.get(PULL)
+    if pull is not None:
+        _pull(row, pull)
     _wire(row, scored, mine)
     _run_notes(row, scored)
     why = _runner_failure(scored)
@@ -79,8 +87,9 @@ def _after(outcome: Outcome, at_ms: int | None) -> float | None:
 
 
 def _evidence(spec: ClientSpec, outcome: Outcome, row: Row) -> list[scoring.ClientScore]:
-    """The lab's scores of the client (its clientInfo); fills levels 1-6 of the row."""
-    clients = scoring.score_clients(outcome.events)
+    """The lab's scores of the client (its clientInfo): levels 1-6 and the scenario's
+    own checkpoints of the row."""
+    clients = outcome.report.clients if outcome.report is not None else []
     mine = [c for c in clients if c.client == spec.client_info]
     if not mine:
         mine = [c for c in clients if c.client != "unknown"]
@@ -102,12 +111,23 @@ def _evidence(spec: ClientSpec, outcome: Outcome, row: Row) -> list[scoring.Clie
     for checkpoint, box in CHECKPOINT_BOXES.items():
         at = session.checkpoints[checkpoint]
         row.checklist[box] = Check("yes", _after(outcome, at)) if at else Check("no")
+    row.checks = [
+        {"key": c.key, "title": c.title, "answer": c.answer, "at_s": _after(outcome, c.at_ms)}
+        for c in session.checks
+    ]
     row.notes += best.notes
     return mine
 
 
 def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
     notes = []
+    if record.attached is not None:
+        notes.append(
+            "the resource was attached to the prompt (@lab:URI): its text reached the model"
+            if record.attached
+            else "the resource was not attached: the prompt's @lab:URI reached the model as "
+            "plain text (the CLI did not resolve it in this mode)"
+        )
     if record.read_tool is not None:
         whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
         notes.append(f"the model read once, through {whose} {record.read_tool}")
@@ -116,7 +136,7 @@ def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
     if record.read_results and not record.versions_seen:
         first = record.read_results[0].replace("\n", " ")
         notes.append(f"the read tool gave the model no resource content: {first[:120]}")
-    if record.tools_offered and record.read_tool is None:
+    if record.tools_offered and record.read_tool is None and record.attached is None:
         notes.append(
             "no resource-read tool (nor the server's tool) offered to the model: "
             f"{record.tools_offered}"
@@ -185,7 +205,7 @@ def _pull(row: Row, pull: Outcome | str) -> None:
                 for e in pull.events
                 if e.direction == "in"
                 and e.method == "resources/read"
-                and e.uri == REVIEW_STATUS.uri
+                and e.uri == pull.plan.uri
                 and (e.version or 0) >= 2
             ),
             None,
@@ -202,7 +222,7 @@ def _wire(row: Row, outcome: Outcome, mine: list[scoring.ClientScore]) -> None:
     if not outcome.wire:
         return
     on_wire = {cp: False for cp in CHECKPOINT_BOXES}
-    for marks in wire.checklists(outcome.wire, REVIEW_STATUS.uri).values():
+    for marks in wire.checklists(outcome.wire, outcome.plan.uri).values():
         for cp, at in marks.items():
             on_wire[cp] = on_wire[cp] or at is not None
     in_lab = {cp: False for cp in CHECKPOINT_BOXES}
