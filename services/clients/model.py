@@ -90,6 +90,7 @@ class ModelRecord:
     requests: int = 0
     tools_offered: list[str] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)  # tool-search queries made
+    templates_tool: str | None = None  # the template-list tool it called first, if any
     read_tool: str | None = None  # the tool the model read the resource with
     # VIA_RESOURCE_TOOL (the CLI's), VIA_SERVER_TOOL (the lab's), ATTACHMENT (in the prompt)
     read_via: str | None = None
@@ -147,6 +148,7 @@ class ScriptedModel:
         update_timeout: float = 30.0,
         lab_texts: Iterable[str] = (SERVER_INSTRUCTIONS, REVIEW_STATUS.description),
         attach: bool = False,
+        list_templates: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: expected one of {MODES}")
@@ -162,6 +164,7 @@ class ScriptedModel:
         self._update_timeout = update_timeout
         self._lab_texts = [t for t in lab_texts if t]
         self._attach = attach
+        self._list_templates = list_templates
         self._update: asyncio.Task[object] | None = None
         self._phase = "read"
         self._pending: str | None = None  # the kind of the model's last tool call
@@ -243,6 +246,12 @@ class ScriptedModel:
         record = self.record
         if self._attach:
             return await self._attached(turn)
+        templates = picks.pick_template_list(turn.tools) if self._list_templates else None
+        if templates is not None and record.templates_tool is None:
+            record.templates_tool = templates
+            self._pending = "templates"
+            arguments = picks.fill_schema(turn.tools[templates], {"server": self.server_name})
+            return Reply(tool=templates, arguments=arguments)
         picked = picks.pick_tool(turn.tools)
         if picked is not None:
             record.read_tool, record.read_via = picked

@@ -34,7 +34,7 @@ from services.clients.model import SCORED, ModelRecord, ScriptedModel, versions_
 from services.clients.pins import ClientSpec
 from services.clients.wire import WireMessage, WireTap, to_jsonl
 from services.evidence.build import Report
-from services.scenarios.scenario import Scenario
+from services.scenarios.scenario import UPDATE, Scenario
 
 DEFAULT_RUN_TIMEOUT = 180.0
 # How long the scored run watches, after the update, for the client to act on it
@@ -198,6 +198,7 @@ async def run_agent(spec: ClientSpec, installed: Installed, root: Path, plan: Ru
             mode=plan.script,
             observe_seconds=plan.window,
             attach=plan.scenario.play.attach and plan.script == SCORED,
+            list_templates=plan.scenario.play.list_templates,
         )
         follow = asyncio.create_task(updates.follow()) if plan.script == SCORED else None
         try:
@@ -314,12 +315,14 @@ async def _inspector_subscribe(
     subscribe = await Process.start(
         "subscribe", [*mcpdo, *conn, "resources/subscribe", plan.uri], env, workdir
     )
+    updates = any(a.kind == UPDATE and a.uri in (None, plan.uri) for a in plan.scenario.timeline)
     try:
         await lab.server.wait_for(r"\[resources/subscribe\]", plan.timeout, since)
-        await subscribe.wait_for(r"Resource updated", plan.timeout)
+        if updates:  # it prints each update of the resource it listens to
+            await subscribe.wait_for(r"Resource updated", plan.timeout)
         printed = len(lab.server.lines)
-        with contextlib.suppress(TimeoutError):  # a read of its own, if it makes one
-            await lab.server.wait_for(r"\[resources/read\]", plan.window, printed)
+        with contextlib.suppress(TimeoutError):  # a request of its own, if it makes one
+            await lab.server.wait_for(r"\[resources/(read|list)\]", plan.window, printed)
     except TimeoutError:
         outcome.timed_out = True
     await subscribe.stop()

@@ -114,6 +114,12 @@ def pick_tool(names: Iterable[str]) -> tuple[str, str] | None:
     return (tool, VIA_SERVER_TOOL) if tool is not None else None
 
 
+def pick_template_list(names: Iterable[str]) -> str | None:
+    """The offered tool that lists MCP resource templates, if any."""
+    found = (n for n in names if all(w in n.lower() for w in ("list", "resource", "template")))
+    return next(found, None)
+
+
 def pick_tool_search(names: Iterable[str]) -> str | None:
     """The offered tool that loads deferred tools (``ToolSearch``), if any."""
     return next((name for name in names if _TOOL_SEARCH.match(name)), None)

@@ -131,6 +131,8 @@ def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
     if record.read_tool is not None:
         whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
         notes.append(f"the model read once, through {whose} {record.read_tool}")
+    if record.templates_tool is not None:
+        notes.append(f"the model listed the templates first, through {record.templates_tool}")
     if record.searches:
         notes.append(f"the model loaded deferred tools first: {'; '.join(record.searches)}")
     if record.read_results and not record.versions_seen:

@@ -76,6 +76,9 @@ class Play:
     pull: bool = False
     # Whether the runner runs it twice, without and with the lab's tool.
     tool_setups: bool = False
+    # Whether the scored model first lists the resource templates (the CLI's tool for
+    # it, when it offers one) before it reads.
+    list_templates: bool = False
     # The ideal client (the probe) unsubscribes after this many updates, and then
     # checks that the rest of the timeline notifies it of nothing.
     unsubscribe_after: int | None = None

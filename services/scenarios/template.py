@@ -7,7 +7,7 @@ from __future__ import annotations
 from services.catalog import REVIEW_ITEM, Catalog
 from services.contract import Event
 from services.scenarios import checks
-from services.scenarios.scenario import Check, Scenario
+from services.scenarios.scenario import Check, Play, Scenario
 
 EXAMPLE = "test://review/42"
 
@@ -40,4 +40,5 @@ SCENARIO = Scenario(
     watched=REVIEW_ITEM.uri_template,
     example_uri=EXAMPLE,
     checks=_checks,
+    play=Play(list_templates=True),
 )
