@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 import pytest
 
 from services.clients.install import resolve_version
-from services.clients.matrix import CHECKLIST, SCENARIO_CHOICES
-from services.clients.matrix import NO_TOOL_SCENARIO as NO_TOOL
-from services.clients.matrix import TOOL_SCENARIO as TOOL
+from services.clients.matrix import CHECKLIST
 from services.clients.pins import CLIENTS
+from services.clients.runs import NO_TOOL, TOOL
 from services.evidence.scoring import LEVEL_NAMES
 from tests.lab import ROOT
 
@@ -39,31 +38,40 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
 
 
-@functools.cache
-def rows_of(name: str, version: str | None = None, scenario: str = "both") -> dict[str, dict]:
-    """The JSON rows of ``mcp-lab clients run --client name`` (lab defaults otherwise),
-    by scenario. Run once per client, version and scenario for all its tests."""
+def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
+    """The JSON rows of ``mcp-lab clients run ARGS`` (lab defaults otherwise)."""
     if shutil.which("npm") is None:
         if IN_CI:
             pytest.fail("CI=true and no npm on PATH")
         pytest.skip("no npm on PATH")
-    command = [sys.executable, "-m", "services", "clients", "run", "--client", name]
-    if version is not None:
-        command += ["--version", f"{name}={version}"]
     result = subprocess.run(
-        [*command, "--scenario", scenario, "--format", "json"],
+        [sys.executable, "-m", "services", "clients", "run", *args, "--format", "json", "--quiet"],
         cwd=ROOT,
         env=clean_env(),
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=timeout,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = json.loads(result.stdout)["clients"]
-    wanted = SCENARIO_CHOICES[scenario]
-    assert [(row["client"], row["scenario"]) for row in rows] == [(name, s) for s in wanted], rows
-    return {row["scenario"]: row for row in rows}
+    return json.loads(result.stdout)["clients"]
+
+
+@functools.cache
+def matrix() -> dict[tuple[str, str, str], dict]:
+    """Every pinned client in every scenario that applies to it: one ``clients run``
+    for all the tests of this module (the clients side by side, as by default)."""
+    names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
+    args = [a for name in names for a in ("--client", name)]
+    rows = _run(*args, timeout=3 * RUN_TIMEOUT)
+    return {(r["client"], r["scenario"], r["setup"]): r for r in rows}
+
+
+@functools.cache
+def other_version(name: str, version: str) -> dict:
+    (row,) = _run("--client", name, "--version", f"{name}={version}", "--scenario", "single",
+                  "--tool", "off")  # fmt: skip
+    return row
 
 
 def answers(row: dict) -> dict[str, str]:
@@ -186,11 +194,11 @@ _CODEX = Verdict(
     api="openai-responses",
     read_tool="read_mcp_resource",
 )
-# The verdicts documented in docs/clients.md, per pinned client and scenario. A change
-# is a lab regression or a new finding: either way, the docs and this table change.
-# Two notes the lab once got wrong are held absent where they were wrong: "stream
-# broke" for a client that closed its stream at the end of its run (Claude Code), and
-# "asked tools/list (not advertised ...)" in the tool scenario, where tools are.
+# The verdicts documented in docs/clients.md, per pinned client and lab setup in the
+# single scenario. A change is a lab regression or a new finding: either way, the docs
+# and this table change. Two notes the lab once got wrong are held absent where they
+# were wrong: "stream broke" for a client that closed its stream at the end of its run
+# (Claude Code), and "asked tools/list (not advertised ...)" in the tool setup.
 EXPECTED: dict[tuple[str, str], Verdict] = {
     ("inspector", NO_TOOL): _INSPECTOR,
     ("inspector", TOOL): _INSPECTOR,
@@ -255,12 +263,82 @@ def check_verdict(row: dict, want: Verdict, version: str) -> None:
 
 
 @pytest.mark.clients
-@pytest.mark.timeout(2 * RUN_TIMEOUT)
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
 @pytest.mark.parametrize(
-    ("name", "scenario"), list(EXPECTED), ids=[f"{n}-{s.replace(' ', '-')}" for n, s in EXPECTED]
+    ("name", "setup"), list(EXPECTED), ids=[f"{n}-{s.replace(' ', '-')}" for n, s in EXPECTED]
 )
-def test_pinned_client_verdict(name: str, scenario: str) -> None:
-    check_verdict(rows_of(name)[scenario], EXPECTED[(name, scenario)], CLIENTS[name].version)
+def test_pinned_client_verdict_in_single(name: str, setup: str) -> None:
+    row = matrix()[(name, "single", setup)]
+    check_verdict(row, EXPECTED[(name, setup)], CLIENTS[name].version)
+
+
+# The other scenarios, lab setup `no tool`: per pinned client, the level and the
+# scenario's own checkpoints (docs/clients.md shows them).
+_NOT_UNSUBSCRIBED = {"unsubscribed": "no"}
+_NONE_OF_3 = {"notified_each": "0/3", "re_read_each": "0/3"}
+_HEARD_NOTHING_MORE = {"list_changed": "yes", "relisted": "no", "read_new": "no"}
+SCENARIO_EXPECTED: dict[tuple[str, str], tuple[int, dict[str, str]]] = {
+    ("inspector", "repeated"): (5, {"notified_each": "3/3", "re_read_each": "0/3"}),
+    ("inspector", "unsubscribe"): (
+        5,
+        {"unsubscribed": "yes (resources/unsubscribe)", "quiet_after": "0"},
+    ),
+    ("inspector", "list-changed"): (4, _HEARD_NOTHING_MORE),
+    ("inspector", "template"): (
+        5,
+        {"templates_listed": "no", "concrete_subscribed": "test://review/42"},
+    ),
+    **{
+        (name, scenario): (level, want)
+        for name, level in (
+            ("claude-code", 3),
+            ("gemini-cli", 3),
+            ("codex", 3),
+            ("opencode", 3),
+            ("copilot", 1),
+        )
+        for scenario, want in (
+            ("repeated", _NONE_OF_3),
+            ("unsubscribe", _NOT_UNSUBSCRIBED),
+            ("list-changed", _HEARD_NOTHING_MORE),
+        )
+    },
+    # Gemini CLI lists the resources again on list_changed (it does not read the new one).
+    ("gemini-cli", "list-changed"): (
+        3,
+        {"list_changed": "yes", "relisted": "yes", "read_new": "no"},
+    ),
+    # Only Codex and OpenCode offer their model a tool that lists templates; Gemini CLI
+    # offers no resource tool at all to a server that lists no resources.
+    ("claude-code", "template"): (3, {"templates_listed": "no", "concrete_subscribed": "no"}),
+    ("gemini-cli", "template"): (2, {"templates_listed": "no", "concrete_subscribed": "no"}),
+    ("codex", "template"): (3, {"templates_listed": "yes", "concrete_subscribed": "no"}),
+    ("opencode", "template"): (3, {"templates_listed": "yes", "concrete_subscribed": "no"}),
+    ("copilot", "template"): (1, {"templates_listed": "no", "concrete_subscribed": "no"}),
+    # In -p mode Claude Code passes @lab:URI to its model as text: nothing is attached.
+    ("claude-code", "attached"): (2, {}),
+}
+
+
+@pytest.mark.clients
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
+@pytest.mark.parametrize(
+    ("name", "scenario"), list(SCENARIO_EXPECTED), ids=[f"{n}-{s}" for n, s in SCENARIO_EXPECTED]
+)
+def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
+    row = matrix()[(name, scenario, NO_TOOL)]
+    check_the_row_is_the_clients(row)
+    level, checks = SCENARIO_EXPECTED[(name, scenario)]
+    assert row["level"] == level, row["notes"]
+    assert {c["key"]: c["answer"] for c in row["checks"]} == checks, row["checks"]
+
+
+@pytest.mark.clients
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
+def test_the_matrix_has_every_scenario_that_applies_and_no_other() -> None:
+    played = {(n, s) for n, s, setup in matrix() if setup == NO_TOOL and s != "single"}
+    assert played == set(SCENARIO_EXPECTED)
+    assert {(n, setup) for n, s, setup in matrix() if s == "single"} == set(EXPECTED)
 
 
 # Versions other than the pins: the runner must work on them as it does on the pin
@@ -290,8 +368,8 @@ OTHER_VERSIONS = {
 @pytest.mark.timeout(2 * RUN_TIMEOUT)
 @pytest.mark.parametrize(("name", "version"), list(OTHER_VERSIONS), ids=lambda v: str(v))
 def test_other_versions_than_the_pins_get_a_verdict_of_their_own(name: str, version: str) -> None:
-    row = rows_of(name, version, "no-tool")[NO_TOOL]
-    assert row["version"] == version
+    row = other_version(name, version)
+    assert (row["version"], row["scenario"], row["setup"]) == (version, "single", NO_TOOL)
     check_verdict(row, OTHER_VERSIONS[(name, version)], version)
 
 
@@ -308,30 +386,35 @@ def test_latest_is_resolved_through_npm() -> None:
     assert resolve_version(spec.package, spec.version) == spec.version
 
 
-def documented_matrix() -> dict[tuple[str, str], list[str]]:
-    """The matrix in docs/clients.md: its cells by (client, scenario)."""
+def documented_matrix() -> dict[tuple[str, str, str], list[str]]:
+    """The matrix in docs/clients.md: its cells by (client, scenario, setup)."""
     text = (ROOT / "docs" / "clients.md").read_text()
     section = text[text.index("## The matrix") :]
-    cells: dict[tuple[str, str], list[str]] = {}
+    cells: dict[tuple[str, str, str], list[str]] = {}
     for line in section.splitlines():
         parts = [c.strip() for c in line.strip().strip("|").split(" | ")]
         if line.startswith("| ") and parts[0] in CLIENTS:
-            cells.setdefault((parts[0], parts[2]), parts)
+            cells.setdefault((parts[0], parts[2], parts[3]), parts)
     return cells
 
 
 def test_the_documented_matrix_says_what_the_tests_expect() -> None:
     """docs/clients.md's matrix (its first one: the current verdicts) holds every
     expected verdict, at the pinned versions."""
-    matrix = documented_matrix()
-    for (name, scenario), want in EXPECTED.items():
-        cells = matrix[(name, scenario)]
+    documented = documented_matrix()
+    for (name, setup), want in EXPECTED.items():
+        cells = documented[(name, "single", setup)]
         level = f"{want.level} {LEVEL_NAMES[want.level]}"
-        shown = [cell.split(" ")[0] for cell in cells[5:13]]
-        assert cells[1:5] == [CLIENTS[name].version, scenario, want.protocol, level], cells
-        assert shown == list(want.answers.values()), (name, scenario, cells)
+        shown = [cell.split(" ")[0] for cell in cells[6:14]]
+        assert cells[1:6] == [CLIENTS[name].version, "single", setup, want.protocol, level], cells
+        assert shown == list(want.answers.values()), (name, setup, cells)
         for note in want.notes:
-            assert note in cells[13], (name, scenario, note)
+            assert note in cells[15], (name, setup, note)
+    for (name, scenario), (level, checks) in SCENARIO_EXPECTED.items():
+        cells = documented[(name, scenario, NO_TOOL)]
+        assert cells[5] == f"{level} {LEVEL_NAMES[level]}", cells
+        for answer in checks.values():
+            assert answer in cells[14], (name, scenario, cells[14])
 
 
 @pytest.mark.clients
@@ -360,7 +443,7 @@ def test_uninstallable_clients_get_a_row_that_says_why() -> None:
     rows = json.loads(result.stdout)["clients"]
     assert [r["client"] for r in rows] == ["goose", "crush"]
     for row in rows:
-        assert row["scenario"] == "-"
+        assert (row["scenario"], row["setup"]) == ("-", "-")
         assert row["level"] is None and row["level_name"] == "not run"
         assert row["notes"][0].startswith("not installable offline")
 
@@ -388,7 +471,8 @@ def test_bad_arguments_are_clear_errors() -> None:
         (["--client", "nope"], "unknown client"),
         (["--version", "claude-code"], "expected NAME=VERSION"),
         (["--version", "nope=1"], "unknown client 'nope'"),
-        (["--scenario", "some"], "invalid choice: 'some'"),
+        (["--scenario", "some"], "unknown scenario 'some'"),
+        (["--tool", "some"], "invalid choice: 'some'"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "services", "clients", "run", *args],

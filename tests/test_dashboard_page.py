@@ -360,3 +360,22 @@ def test_header_before_any_reset_reads_since_the_first_event(stub_lab, page, err
     expect(page.locator("header")).to_contain_text("since the first event recorded")
     expect(page.locator("header")).not_to_contain_text("start of the record")
     assert errors == []
+
+
+def test_the_scenario_and_its_own_checkpoints_are_shown(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    page.goto(f"{base_url}/")
+    report = report_at(6)
+    report["scenario"] = {"name": "repeated", "summary": "3 updates", "uri": URI}
+    report["clients"][0]["checks"] = [
+        {"key": "notified_each", "title": "notified", "answer": "3/3", "time": None, "ok": True},
+        {"key": "re_read_each", "title": "re-read after each", "answer": "1/3", "time": None,
+         "ok": False},
+    ]  # fmt: skip
+    stub.publish(report)
+    expect(page.get_by_test_id("scenario")).to_have_text("repeated")
+    row = client_row(page)
+    expect(row.locator('[data-check="re_read_each"]')).to_have_text("1/3")
+    expect(row.locator('[data-check="re_read_each"] .tag.bad')).to_have_count(1)
+    expect(page.locator("#clients-head")).to_contain_text("re-read after each")
+    assert errors == []
