@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import time
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, NamedTuple
 
 import anyio
@@ -50,6 +51,9 @@ STEPS = (
     "unsubscribed",
 )
 _DIAGNOSE_SECONDS = 5.0
+UPDATED = "notifications/resources/updated"
+# What an MCP server answers a request with (its errors included).
+_JSON_RPC_TYPES = ("application/json", "text/event-stream")
 
 
 class HttpAnswer(NamedTuple):
@@ -70,6 +74,37 @@ def emit(step: str, **fields: Any) -> None:
         print(json.dumps({"step": step, **fields}, default=str), flush=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+# While the probe waits for the notification: a line on stderr at once and then every
+# so often, so that a long --timeout is never silent (stdout stays JSON lines only).
+PROGRESS_SECONDS = 10.0
+
+
+def progress(text: str) -> None:
+    print(f"mcp-lab probe: {text}", file=sys.stderr, flush=True)
+
+
+@asynccontextmanager
+async def waiting(
+    what: str, timeout: float, every: float = PROGRESS_SECONDS
+) -> AsyncIterator[None]:
+    """Say that the probe waits for ``what`` (at most ``timeout`` s), and every ``every``
+    seconds how long it has waited, until the block ends."""
+    started = time.monotonic()
+    progress(f"waiting for {what} (up to {timeout:g} s)")
+
+    async def tick() -> None:
+        while True:
+            await anyio.sleep(every)
+            progress(f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
+
+    async with anyio.create_task_group() as ticking:
+        ticking.start_soon(tick)
+        try:
+            yield
+        finally:
+            ticking.cancel_scope.cancel()
 
 
 def _text(result: mcp_types.ReadResourceResult) -> str:
@@ -189,6 +224,15 @@ class Probe:
             kinds = sorted({a.content_type for a in self.answers if a.content_type})
             if kinds and not {"application/json", "text/event-stream"} & set(kinds):
                 return f"no MCP endpoint at {where}: it answered {', '.join(kinds)}, not JSON-RPC"
+        if answer is not None and answer.content_type not in _JSON_RPC_TYPES:
+            kind = f" ({answer.content_type})" if answer.content_type else ""
+            return (
+                f"this is not an MCP endpoint: {where} answered HTTP {answer.status}{kind} to "
+                f"{answer.method}, not JSON-RPC (is the URL a Streamable HTTP endpoint of an "
+                "MCP server? the lab's is /mcp)"
+            )
+        if answer is not None:
+            return f"{_reason(exc)} (HTTP {answer.status} to {answer.method} at {where})"
         return _reason(exc)
 
     async def _is_legacy_sse(self) -> bool:
@@ -247,8 +291,9 @@ class Probe:
                     "subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri)
                 )
                 emit("subscribed", method="resources/subscribe")
-                with anyio.move_on_after(self.timeout):
-                    await self.updated.wait()
+                async with waiting(UPDATED, self.timeout):
+                    with anyio.move_on_after(self.timeout):
+                        await self.updated.wait()
                 if not self.updated.is_set():
                     raise _no_notification(self.timeout)
             after = round(time.monotonic() - waited, 3)
@@ -274,10 +319,11 @@ class Probe:
             method="subscriptions/listen",
             honored=subscription.honored.resource_subscriptions,
         )
-        with anyio.move_on_after(self.timeout) as scope:
-            async for update in subscription:
-                if getattr(update, "uri", None) == self.uri:
-                    return
+        async with waiting(UPDATED, self.timeout):
+            with anyio.move_on_after(self.timeout) as scope:
+                async for update in subscription:
+                    if getattr(update, "uri", None) == self.uri:
+                        return
         if scope.cancelled_caught:
             raise _no_notification(self.timeout)
         raise ProbeFailed(PROTOCOL_ERROR, "notification", "the listen stream ended without it")
