@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -186,3 +187,16 @@ async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c(tmp_pat
         code = up.stop()
     assert code == 0
     assert up.matching(r"stopping server and updater")
+
+
+def test_uvicorns_own_lines_are_in_the_labs_log_format(lab) -> None:
+    """A request uvicorn itself refuses is logged as every other line (time, level,
+    a [tag]), not in uvicorn's own ``WARNING:  ...`` format."""
+    server, url = lab.server()
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        raw.recv(1024)  # uvicorn answers 400 and closes
+    line = server.wait_for(r"Invalid HTTP request received", timeout=10)
+    assert re.match(r"^\d\d:\d\d:\d\d\.\d{3} WARNING \[http\] Invalid HTTP request", line), line
+    assert not server.matching(r"^(WARNING|INFO|ERROR):  ")
