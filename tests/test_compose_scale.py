@@ -248,6 +248,7 @@ async def _drive(
             for session in sessions:
                 setup.start_soon(opened, session)
         for client in sdk:
+            await client.read_text()  # the read of version 1 that level 4 and up build on
             await client.session.subscribe_resource(STATUS_URI)
 
         # Spread and stickiness, as the balancer saw it.
