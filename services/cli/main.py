@@ -272,6 +272,7 @@ _WITHOUT_CLIENTS = frozenset(
         "probe",
         "healthcheck",
         "status",
+        "connect",
         "--version",
     }
 )
