@@ -10,7 +10,9 @@ Creates ``.venv`` and installs the project with its test extras on first use
 ``test`` runs the whole suite on parallel pytest-xdist workers (unless ``-n`` is
 given, or ``REDIS_URL`` names one Redis server, whose pub/sub channels the workers
 would share). ``--quick`` runs only the fast part: every test not marked
-``process``, ``docker``, ``browser`` or ``clients``.
+``process``, ``docker``, ``browser`` or ``clients``. Without ``--quick``, when a
+Docker engine answers, the Docker tests get base images they can build on (local
+ones where the public ones cannot be pulled; see scripts/devtools/docker_images.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
+
+from devtools import docker_images, pip_output
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -34,18 +39,28 @@ def _ensure_venv() -> None:
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text().strip() == wanted:
         return
+    started = time.monotonic()
     if not (BIN / "python").exists():
-        print(f"dev: creating {VENV}", flush=True)
+        print(
+            f"dev: first run: creating {VENV} and installing the lab with its test tools "
+            "(a minute or two)",
+            flush=True,
+        )
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("dev: installing mcp-subscribe-lab and its test tools into .venv", flush=True)
-    subprocess.run(
-        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True
-    )
-    subprocess.run(
-        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[embedded,test]"],
-        check=True,
-    )
+    else:
+        print("dev: pyproject.toml changed: updating .venv (up to a minute)", flush=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet"]
+    steps = [
+        ([*pip, "--upgrade", "pip"], "upgrading pip"),
+        ([*pip, "-e", f"{ROOT}[embedded,test]"], "installing mcp-subscribe-lab and its test tools"),
+    ]
+    for command, what in steps:
+        print(f"dev: {what}", flush=True)
+        code = pip_output.run(command, what)
+        if code != 0:
+            sys.exit(f"dev: pip failed ({what}, exit code {code}); see its output above")
     STAMP.write_text(wanted)
+    print(f"dev: .venv ready in {time.monotonic() - started:.0f} s", flush=True)
 
 
 QUICK_MARKERS = "not process and not docker and not browser and not clients"
@@ -72,6 +87,9 @@ def _pytest_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"], ["help"]):
+        print(__doc__.strip())
+        return 0
     if not argv or argv[0] not in ("up", "test"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
@@ -87,6 +105,8 @@ def main(argv: list[str]) -> int:
         print("dev: mypy found problems (see above)", file=sys.stderr)
         return types
     args, env = _pytest_args(argv[1:])
+    if "--quick" not in argv[1:]:
+        docker_images.prepare_for_tests(env)
     return _run([str(BIN / "python"), "-m", "pytest", *args], env)
 
 

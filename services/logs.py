@@ -60,11 +60,27 @@ def shown_fields(raw: dict[bytes, bytes]) -> str:
     return "{" + ", ".join(items) + "}"
 
 
+# Libraries whose own log lines the lab's log shows, each with the tag it gets there.
+_LIBRARY_TAGS = {"uvicorn": "http"}
+
+
+class _LabFormatter(logging.Formatter):
+    """The lab's line format; a library's own lines get a ``[tag]`` like the lab's."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        tag = _LIBRARY_TAGS.get(record.name.partition(".")[0])
+        if tag is not None:
+            record.message = f"[{tag}] {record.message}"
+        return super().formatMessage(record)
+
+
 def setup_logging(level: str) -> None:
-    """Log to stderr (stdout stays free for protocol on stdio) with timestamps."""
+    """Log to stderr (stdout stays free for protocol on stdio) with timestamps, in one
+    format for the lab's lines and uvicorn's (its ``uvicorn.Config`` gets
+    ``log_config=None``, so its loggers reach this handler)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
+        _LabFormatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -127,13 +127,15 @@ def _field_of(loc: str) -> str:
 
 
 def describe(error: ValidationError) -> str:
-    """One line naming each bad variable, its value and what is wrong with it."""
+    """One line naming each bad variable, its value (and ``.env`` when it came from
+    there) and what is wrong with it."""
     problems = []
     for item in error.errors():
         field = _field_of(str(item["loc"][0]) if item["loc"] else "")
         name = env_name(field) if field in LabSettings.model_fields else field.upper()
         message = str(item["msg"]).removeprefix("Value error, ")
-        problems.append(f"{name}={_shown(name, item.get('input'))}: {message}")
+        source = "" if name in os.environ else " (from .env)"  # defaults are never bad
+        problems.append(f"{name}={_shown(name, item.get('input'))}{source}: {message}")
     return "bad setting " + "; ".join(problems)
 
 

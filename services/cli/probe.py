@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import time
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, NamedTuple
 
 import anyio
@@ -58,6 +59,9 @@ STEPS = (
     "unsubscribed",
 )
 _DIAGNOSE_SECONDS = 5.0
+UPDATED = "notifications/resources/updated"
+# What an MCP server answers a request with (its errors included).
+_JSON_RPC_TYPES = ("application/json", "text/event-stream")
 
 
 class HttpAnswer(NamedTuple):
@@ -78,6 +82,37 @@ def emit(step: str, **fields: Any) -> None:
         print(json.dumps({"step": step, **fields}, default=str), flush=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+# While the probe waits for the notification: a line on stderr at once and then every
+# so often, so that a long --timeout is never silent (stdout stays JSON lines only).
+PROGRESS_SECONDS = 10.0
+
+
+def progress(text: str) -> None:
+    print(f"mcp-lab probe: {text}", file=sys.stderr, flush=True)
+
+
+@asynccontextmanager
+async def waiting(
+    what: str, timeout: float, every: float = PROGRESS_SECONDS
+) -> AsyncIterator[None]:
+    """Say that the probe waits for ``what`` (at most ``timeout`` s), and every ``every``
+    seconds how long it has waited, until the block ends."""
+    started = time.monotonic()
+    progress(f"waiting for {what} (up to {timeout:g} s)")
+
+    async def tick() -> None:
+        while True:
+            await anyio.sleep(every)
+            progress(f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
+
+    async with anyio.create_task_group() as ticking:
+        ticking.start_soon(tick)
+        try:
+            yield
+        finally:
+            ticking.cancel_scope.cancel()
 
 
 def _text(result: mcp_types.ReadResourceResult) -> str:
@@ -205,6 +240,15 @@ class Probe:
             kinds = sorted({a.content_type for a in self.answers if a.content_type})
             if kinds and not {"application/json", "text/event-stream"} & set(kinds):
                 return f"no MCP endpoint at {where}: it answered {', '.join(kinds)}, not JSON-RPC"
+        if answer is not None and answer.content_type not in _JSON_RPC_TYPES:
+            kind = f" ({answer.content_type})" if answer.content_type else ""
+            return (
+                f"this is not an MCP endpoint: {where} answered HTTP {answer.status}{kind} to "
+                f"{answer.method}, not JSON-RPC (is the URL a Streamable HTTP endpoint of an "
+                "MCP server? the lab's is /mcp)"
+            )
+        if answer is not None:
+            return f"{_reason(exc)} (HTTP {answer.status} to {answer.method} at {where})"
         return _reason(exc)
 
     async def _is_legacy_sse(self) -> bool:
@@ -309,10 +353,11 @@ class Probe:
     async def _next(self, method: str, step: str) -> None:
         """Wait (at most --timeout) for the next notification ``method`` (about the
         probed URI, for an update)."""
-        with anyio.move_on_after(self.timeout):
-            async for got, uri in self._arrived:
-                if got == method and (method != UPDATED or uri == self.uri):
-                    return
+        async with waiting(method, self.timeout):
+            with anyio.move_on_after(self.timeout):
+                async for got, uri in self._arrived:
+                    if got == method and (method != UPDATED or uri == self.uri):
+                        return
         raise ProbeFailed(NO_NOTIFICATION, step, f"no {method} within {self.timeout}s")
 
     async def _new_resource(self, client: Client, step: Action) -> None:
@@ -382,11 +427,6 @@ class Probe:
             raise ProbeFailed(code, step, _reason(exc)) from exc
         except (httpx2.HTTPError, OSError) as exc:
             raise ProbeFailed(UNREACHABLE, step, _reason(exc)) from exc
-
-
-def _no_notification(timeout: float) -> ProbeFailed:
-    message = f"no notifications/resources/updated within {timeout}s"
-    return ProbeFailed(NO_NOTIFICATION, "notification", message)
 
 
 def _failure_in(exc: BaseException) -> ProbeFailed | None:

@@ -2,8 +2,10 @@
 
 While ``up`` runs, it keeps ``up.json`` in the per-user state directory
 (``$XDG_STATE_HOME/mcp-lab``, default ``~/.local/state/mcp-lab``): its own pid,
-its Redis URL, its MCP URL and the pids of its children, each with its start
-time so a reused pid is never taken for one of them. ``up`` removes the file when
+its Redis URL and where that Redis keeps its data, its URLs (MCP, legacy SSE, the
+server's base URL) and the pids of its children, each with its start time so a
+reused pid is never taken for one of them. Every command that talks to a lab
+finds it there (:func:`find_redis`, :func:`find_server`). ``up`` removes the file when
 it stops; a file whose ``up`` is dead is what a killed ``up`` left behind.
 
 The embedded Redis keeps its data in ``$XDG_DATA_HOME/mcp-lab/redis`` (default
@@ -19,6 +21,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from services.settings import LabSettings
 
@@ -102,6 +105,17 @@ class UpRecord:
     redis_url: str
     mcp_url: str
     children: dict[str, Proc] = field(default_factory=dict)
+    sse_url: str | None = None  # None: legacy SSE turned off
+    # The embedded Redis's data directory (None with REDIS_URL), and whether it is
+    # a temporary one (--ephemeral).
+    data_dir: str | None = None
+    ephemeral: bool = False
+
+    @property
+    def base_url(self) -> str:
+        """http://host:port of the server (the dashboard and /healthz are there)."""
+        parts = urlsplit(self.mcp_url)
+        return f"{parts.scheme}://{parts.netloc}"
 
     def to_json(self) -> str:
         procs = {"up": self.up, **self.children}
@@ -109,6 +123,9 @@ class UpRecord:
             {
                 "redis_url": self.redis_url,
                 "mcp_url": self.mcp_url,
+                "sse_url": self.sse_url,
+                "data_dir": self.data_dir,
+                "ephemeral": self.ephemeral,
                 "processes": {name: [p.pid, p.started] for name, p in procs.items()},
             },
             indent=2,
@@ -119,7 +136,16 @@ class UpRecord:
         data = json.loads(text)
         procs = {name: Proc(int(pid), start) for name, (pid, start) in data["processes"].items()}
         up = procs.pop("up")
-        return cls(up, str(data["redis_url"]), str(data["mcp_url"]), procs)
+        sse, data_dir = data.get("sse_url"), data.get("data_dir")
+        return cls(
+            up,
+            str(data["redis_url"]),
+            str(data["mcp_url"]),
+            procs,
+            sse_url=None if sse is None else str(sse),
+            data_dir=None if data_dir is None else str(data_dir),
+            ephemeral=bool(data.get("ephemeral", False)),
+        )
 
 
 def read_record() -> UpRecord | None:
@@ -165,6 +191,36 @@ def find_redis(settings: LabSettings) -> tuple[str, str]:
     if record is not None:
         return record.redis_url, f"the running mcp-lab up, pid {record.up.pid}"
     return settings.redis_url, "the default: no REDIS_URL and no running mcp-lab up"
+
+
+_SERVER_FIELDS = ("host", "port", "path", "sse_path")
+
+
+def find_server(settings: LabSettings) -> tuple[LabSettings, str]:
+    """``settings`` with the server to talk to, and where that choice came from.
+
+    In order: the server settings named in the environment or ``.env``
+    (``MCP_TEST_HOST``, ``MCP_TEST_PORT``, ...), a running ``mcp-lab up`` (its URLs),
+    then the defaults (``http://127.0.0.1:8089``).
+    """
+    named = [f for f in _SERVER_FIELDS if f in settings.model_fields_set]
+    if named:
+        names = ", ".join(f"MCP_TEST_{f.upper()}" for f in named)
+        return settings, names if any(
+            f"MCP_TEST_{f.upper()}" in os.environ for f in named
+        ) else f"{names} in .env"
+    record = running_up()
+    if record is None:
+        return settings, "the default: no MCP_TEST_PORT and no running mcp-lab up"
+    parts = urlsplit(record.mcp_url)
+    sse_path = urlsplit(record.sse_url).path if record.sse_url else ""
+    update = {
+        "host": parts.hostname or settings.host,
+        "port": parts.port or settings.port,
+        "path": parts.path or settings.path,
+        "sse_path": sse_path,
+    }
+    return settings.model_copy(update=update), f"the running mcp-lab up, pid {record.up.pid}"
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -41,6 +41,8 @@ _REDIS_START_SECONDS = 10
 # level never shows it). Jobs queued meanwhile wait in Redis for it.
 SERVER_READY = "[lab] server ready"
 _UPDATER_AT_LATEST_SECONDS = 3.0
+# The exit code of ``mcp-lab server`` when it cannot listen on its port.
+SERVER_CANNOT_LISTEN = 3
 
 
 class CannotStart(Exception):
@@ -99,16 +101,31 @@ def _spawn(
     return process
 
 
-def _port_is_free(port: int) -> bool:
-    """True when a server could listen on 127.0.0.1:``port`` (as redis-server does, with
-    SO_REUSEADDR: connections of a stopped one in TIME_WAIT do not count)."""
-    with socket.socket() as sock:
+def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could listen on ``host``:``port`` (as redis-server and uvicorn
+    do, with SO_REUSEADDR: connections of a stopped one in TIME_WAIT do not count)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError:
+        return True  # a name that does not resolve: the server says so itself
+    with socket.socket(family, kind) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(address)
         except OSError:
             return False
     return True
+
+
+def _check_server_port(settings: LabSettings) -> None:
+    """Refuse to start (before anything runs) when the server's port is taken."""
+    if not _port_is_free(settings.port, settings.host):
+        raise CannotStart(
+            f"{settings.host}:{settings.port} is in use by another process: start with "
+            f"--port N (or MCP_TEST_PORT=N), or stop what listens there"
+        )
 
 
 def _check_no_other_up(lock: threading.Lock) -> None:
@@ -212,13 +229,22 @@ def _redis_for_lab(
         embedded.stop()
 
 
-def _mcp_lab_hint() -> list[str]:
-    """A banner line when the ``mcp-lab`` on PATH is not this one (its venv is not active)."""
-    here = Path(sys.executable).parent / "mcp-lab"
+def _put_on_path() -> list[str]:
+    """The banner's first command when the ``mcp-lab`` on PATH is not this one (its
+    venv is not active in the user's shell): the line that makes it so."""
+    bin_dir = Path(sys.executable).parent
+    here = bin_dir / "mcp-lab"
     found = shutil.which("mcp-lab")
     if not here.exists() or (found is not None and Path(found).resolve() == here.resolve()):
         return []
-    return [f"  (mcp-lab is {here}: activate its venv, or type that path)"]
+    activate = bin_dir / "activate"
+    if not activate.exists():
+        return [f'    export PATH="{bin_dir}:$PATH"   # once per shell: puts mcp-lab on PATH']
+    try:
+        shown = activate.relative_to(Path.cwd())
+    except ValueError:
+        shown = activate
+    return [f"    source {shown}   # once per shell: puts mcp-lab on PATH"]
 
 
 def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None) -> str:
@@ -241,13 +267,15 @@ def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None
             "after each subscribe",
             f"  Scenario     {settings.scenario} (mcp-lab scenarios lists them)",
             "",
-            "  In another shell (mcp-lab finds this lab's Redis by itself):",
+            "  In another shell (mcp-lab finds this lab by itself):",
+            *_put_on_path(),
+            "    mcp-lab status      # what runs where, and the sessions and clients now",
             "    mcp-lab trigger     # full update (bump + notify) of every subscribed session",
             "    mcp-lab report      # how far each client got",
             "    mcp-lab reset       # every state back to version 1, a new observation run",
+            "    mcp-lab connect claude-code   # its config for this lab (also codex, cursor...)",
             f"    mcp-lab redis-cli publish {settings.updates_channel} {uri}",
             "                        # notify every subscribed session, no version change",
-            *_mcp_lab_hint(),
             "",
             "  Ctrl-C stops everything.",
             "",
@@ -272,7 +300,8 @@ def run_lab(settings: LabSettings, options: UpOptions | None = None) -> int:
         if sig is not None:
             signal.signal(sig, on_signal)
     try:
-        _check_no_other_up(lock)
+        _check_no_other_up(lock)  # first: a killed up's server may hold the port
+        _check_server_port(settings)
         with _redis_for_lab(settings, options, lock) as (redis_url, embedded):
             return _run(settings, redis_url, embedded, lock, stopping)
     except CannotStart as exc:
@@ -303,15 +332,26 @@ def _run(
         children = {name: runtime.Proc.of(p.pid) for name, p in processes.items()}
         if embedded is not None:
             children["redis"] = runtime.Proc.of(embedded.process.pid)
-        runtime.write_record(runtime.UpRecord(me, redis_url, settings.mcp_url, children))
+        runtime.write_record(
+            runtime.UpRecord(
+                me,
+                redis_url,
+                settings.mcp_url,
+                children,
+                sse_url=settings.sse_url if settings.sse_path else None,
+                data_dir=None if embedded is None else embedded.data_dir,
+                ephemeral=embedded is not None and embedded.workdir is not None,
+            )
+        )
 
     record()
     try:
         if embedded is not None and not _wait_for_redis(embedded, processes, stopping):
             return _supervise(processes, lock, stopping)  # stopped while Redis started
-        with lock:
-            print(banner(settings, redis_url, embedded), flush=True)
+        # The banner once the server listens (or is late): never after it failed.
         if _server_ready_or_late(server_ready, processes["server"], stopping):
+            with lock:
+                print(banner(settings, redis_url, embedded), flush=True)
             processes["updater"] = _spawn("updater", env, lock)
             record()
         return _supervise(processes, lock, stopping)
@@ -364,7 +404,9 @@ def _supervise(
             for name in dead:
                 code = processes[name].returncode
                 _say(lock, f"{name} exited with code {code}; stopping the lab")
-            exit_code = 1
+            # the server could not listen (its port was taken after all): up cannot start
+            could_not_listen = processes["server"].returncode == SERVER_CANNOT_LISTEN
+            exit_code = 2 if could_not_listen else 1
             break
     _say(lock, "stopping server and updater")
     _stop(processes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 
 from services.clients.pins import CLIENTS, known, parse_versions
@@ -17,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = clients.add_subparsers(dest="clients_command", required=True)
 
     listing = actions.add_parser("list", help="the clients and their pinned versions")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
     listing.set_defaults(func=_cmd_list)
 
     run = actions.add_parser("run", help="run clients (default: all) and print the matrix")
@@ -51,8 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "MCP_TEST_ENABLE_TOOL=true), or both; auto (default): both for the scenarios that "
         "ask for it (single), else off",
     )
-    run.add_argument("--format", choices=["table", "markdown", "json"], default="table",
-                     help="how to print the matrix (default: table)")  # fmt: skip
+    run.add_argument(
+        "--format",
+        choices=["table", "markdown", "json"],
+        default="table",
+        help="table: the matrix (default); markdown: as in docs/clients.md; json: every row",
+    )
     run.add_argument(
         "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
     )
@@ -74,6 +80,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    if args.json:
+        rows = [
+            {
+                "name": spec.name,
+                "title": spec.title,
+                "version": spec.version,
+                "package": spec.package,
+                "installable": spec.not_installable is None,
+                "not_installable": spec.not_installable,
+            }
+            for spec in CLIENTS.values()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
     for spec in CLIENTS.values():
         where = spec.not_installable or f"npm {spec.package}@{spec.version}"
         print(f"{spec.name:<12} {spec.version:<9} {spec.title}: {where}")

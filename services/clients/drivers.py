@@ -4,6 +4,9 @@ A driver writes the CLI's config into the run's own HOME (or working directory) 
 returns the command line and environment variables for one turn: the first, or a later
 one that continues the same session with the CLI's own continue flag (``resume``). The
 runner does the rest.
+
+The part of each config that points the CLI at the lab is its own function (``*_mcp``),
+which ``mcp-lab connect`` prints for a person's own CLI, so both always agree.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SERVER_NAME = "lab"
 # The scored run's first turn is the scenario's (services.scenarios.scenario.Play).
@@ -48,11 +52,16 @@ def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def claude_code_mcp(mcp_url: str) -> dict[str, Any]:
+    """Claude Code's ``--mcp-config`` file: the lab over Streamable HTTP."""
+    return {"mcpServers": {SERVER_NAME: {"type": "http", "url": mcp_url}}}
+
+
 def claude_code(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
     """Claude Code in ``-p`` mode (``-c`` continues), Anthropic Messages, the lab over
     Streamable HTTP."""
     config = dirs.workdir / "mcp.json"
-    _write_json(config, {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url}}})
+    _write_json(config, claude_code_mcp(dirs.mcp_url))
     allowed = f"ReadMcpResourceTool,ListMcpResourcesTool,mcp__{SERVER_NAME}"
     return Invocation(
         argv=[
@@ -77,6 +86,11 @@ def claude_code(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -
     )
 
 
+def gemini_cli_mcp(mcp_url: str) -> dict[str, Any]:
+    """Gemini CLI's ``settings.json`` entry: the lab over Streamable HTTP, trusted."""
+    return {"mcpServers": {SERVER_NAME: {"url": mcp_url, "type": "http", "trust": True}}}
+
+
 def gemini_cli(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
     """Gemini CLI with ``-p --yolo`` (``--resume latest`` continues), Gemini API, the lab
     over Streamable HTTP (trusted)."""
@@ -85,7 +99,7 @@ def gemini_cli(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) ->
         gemini / "settings.json",
         {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "mcpServers": {SERVER_NAME: {"url": dirs.mcp_url, "type": "http", "trust": True}},
+            **gemini_cli_mcp(dirs.mcp_url),
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
@@ -110,6 +124,15 @@ def gemini_cli(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) ->
     )
 
 
+def codex_mcp(mcp_url: str) -> list[str]:
+    """Codex CLI's ``config.toml`` table (its lines): the lab over HTTP, its tools approved."""
+    return [
+        f"[mcp_servers.{SERVER_NAME}]",
+        f'url = "{mcp_url}"',
+        'default_tools_approval_mode = "approve"',
+    ]
+
+
 def codex(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
     """Codex CLI ``exec`` (``exec resume --last`` continues), OpenAI Responses from a
     custom provider, the lab over HTTP."""
@@ -128,9 +151,7 @@ def codex(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invo
                 f'base_url = "{dirs.model_url}/v1"',
                 'wire_api = "responses"',
                 "",
-                f"[mcp_servers.{SERVER_NAME}]",
-                f'url = "{dirs.mcp_url}"',
-                'default_tools_approval_mode = "approve"',
+                *codex_mcp(dirs.mcp_url),
                 "",
             ]
         )
@@ -145,6 +166,13 @@ def codex(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invo
         ],
         env={"CODEX_HOME": str(codex_home)},
     )
+
+
+def opencode_mcp(mcp_url: str) -> dict[str, Any]:
+    """OpenCode's ``opencode.json`` entry: the lab as a remote server, without OAuth."""
+    return {
+        "mcp": {SERVER_NAME: {"type": "remote", "url": mcp_url, "enabled": True, "oauth": False}}
+    }
 
 
 def opencode(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
@@ -162,14 +190,7 @@ def opencode(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> I
                 }
             },
             "model": "lab/scripted",
-            "mcp": {
-                SERVER_NAME: {
-                    "type": "remote",
-                    "url": dirs.mcp_url,
-                    "enabled": True,
-                    "oauth": False,
-                }
-            },
+            **opencode_mcp(dirs.mcp_url),
             "autoupdate": False,
             "share": "disabled",
         },
@@ -180,13 +201,15 @@ def opencode(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> I
     )
 
 
+def copilot_mcp(mcp_url: str) -> dict[str, Any]:
+    """GitHub Copilot CLI's ``mcp-config.json``: the lab over HTTP, all its tools."""
+    return {"mcpServers": {SERVER_NAME: {"type": "http", "url": mcp_url, "tools": ["*"]}}}
+
+
 def copilot(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -> Invocation:
     """GitHub Copilot CLI ``-p`` (``--continue`` continues) in offline mode with a custom
     provider (Chat Completions)."""
-    _write_json(
-        dirs.home / ".copilot" / "mcp-config.json",
-        {"mcpServers": {SERVER_NAME: {"type": "http", "url": dirs.mcp_url, "tools": ["*"]}}},
-    )
+    _write_json(dirs.home / ".copilot" / "mcp-config.json", copilot_mcp(dirs.mcp_url))
     return Invocation(
         argv=[binary, *(["--continue"] if resume else []), "-p", prompt, "--allow-all-tools"],
         env={

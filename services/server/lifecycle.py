@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from services import contract
 from services.reconnect import stop_if_cancelled
 from services.server.peers import Peer
+from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")
 
@@ -49,6 +50,7 @@ _RETRY_AFTER_CAP_SECONDS = 60
 # (Redis pools, the listening socket, logs).
 _FILES_PER_SESSION = 2
 _FILES_SPARE = 64
+DEFAULT_MAX_SESSIONS: int = LabSettings.model_fields["max_sessions"].default
 # How often each replica looks for dead replicas' subscribers.
 SWEEP_SECONDS = contract.REPLICA_HEARTBEAT_SECONDS / 3
 
@@ -233,7 +235,11 @@ async def sweep_forever(
 
 def open_files_for(max_sessions: int) -> str | None:
     """Raise this process's open-file limit (the soft one, at most to the hard one)
-    to what ``max_sessions`` sessions take; a warning when it still holds fewer."""
+    to what ``max_sessions`` sessions take; a warning when it still holds fewer.
+
+    With the default cap (which a lab for a few clients never nears) the shortfall
+    is logged here at INFO instead and None returned: a newcomer's first warning
+    should be about something that matters to them."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = max_sessions * _FILES_PER_SESSION + _FILES_SPARE
     unlimited = resource.RLIM_INFINITY
@@ -243,6 +249,15 @@ def open_files_for(max_sessions: int) -> str | None:
     if soft == unlimited or soft >= wanted:
         return None
     fits = max(0, (soft - _FILES_SPARE) // _FILES_PER_SESSION)
+    if max_sessions == DEFAULT_MAX_SESSIONS:
+        logger.info(
+            "[lab] open-file limit %d holds about %d sessions (the default "
+            "MCP_TEST_MAX_SESSIONS is %d); for load tests raise it (ulimit -n)",
+            soft,
+            fits,
+            max_sessions,
+        )
+        return None
     return (
         f"open-file limit {soft} holds about {fits} sessions, fewer than "
         f"MCP_TEST_MAX_SESSIONS={max_sessions}: past that, connections fail unanswered; "

@@ -46,6 +46,7 @@ async def run_http(settings: LabSettings) -> None:
         host=settings.host,
         port=settings.port,
         log_level="warning",
+        log_config=None,  # its lines go to the lab's log handler (services.logs)
         lifespan="on",
         timeout_graceful_shutdown=2,
     )
