@@ -315,8 +315,9 @@ SCENARIO_EXPECTED: dict[tuple[str, str], tuple[int, dict[str, str]]] = {
     ("codex", "template"): (3, {"templates_listed": "yes", "concrete_subscribed": "no"}),
     ("opencode", "template"): (3, {"templates_listed": "yes", "concrete_subscribed": "no"}),
     ("copilot", "template"): (1, {"templates_listed": "no", "concrete_subscribed": "no"}),
-    # In -p mode Claude Code passes @lab:URI to its model as text: nothing is attached.
-    ("claude-code", "attached"): (2, {}),
+    # Typed into its interactive UI, @lab:URI is attached at version 1 (level 3, a read
+    # of the CLI's own); after the update the attachment is never refreshed.
+    ("claude-code", "attached"): (3, {}),
 }
 
 
@@ -331,6 +332,12 @@ def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
     level, checks = SCENARIO_EXPECTED[(name, scenario)]
     assert row["level"] == level, row["notes"]
     assert {c["key"]: c["answer"] for c in row["checks"]} == checks, row["checks"]
+    if scenario == "attached":
+        assert (
+            "the resource was attached to the prompt (@lab:URI): its text reached the model"
+            in (row["notes"])
+        )
+        assert row["model"]["read_via"] == "attachment" and row["reflected"] == "no"
 
 
 @pytest.mark.clients

@@ -52,6 +52,10 @@ def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+# The model key the CLIs are given (the scripted model takes any).
+_API_KEY = "lab-offline"
+
+
 def claude_code_mcp(mcp_url: str) -> dict[str, Any]:
     """Claude Code's ``--mcp-config`` file: the lab over Streamable HTTP."""
     return {"mcpServers": {SERVER_NAME: {"type": "http", "url": mcp_url}}}
@@ -79,11 +83,53 @@ def claude_code(binary: str, dirs: RunDirs, prompt: str, resume: bool = False) -
         ],
         env={
             "ANTHROPIC_BASE_URL": dirs.model_url,
-            "ANTHROPIC_API_KEY": "lab-offline",
+            "ANTHROPIC_API_KEY": _API_KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
         },
     )
+
+
+def claude_code_interactive(binary: str, dirs: RunDirs) -> Invocation:
+    """Claude Code's interactive UI (for a terminal, :mod:`services.clients.terminal`),
+    as the ``-p`` driver points it at the lab and the model. Its first-run dialogs are
+    answered in ``~/.claude.json`` beforehand: onboarding done, the working directory
+    trusted, the model key approved (it compares the key's last 20 characters)."""
+    config = dirs.workdir / "mcp.json"
+    _write_json(config, claude_code_mcp(dirs.mcp_url))
+    _write_json(
+        dirs.home / ".claude.json",
+        {
+            "hasCompletedOnboarding": True,
+            "projects": {str(dirs.workdir): {"hasTrustDialogAccepted": True}},
+            "customApiKeyResponses": {"approved": [_API_KEY[-20:]], "rejected": []},
+        },
+    )
+    return Invocation(
+        argv=[
+            binary,
+            "--model",
+            "claude-sonnet-4-5",
+            "--mcp-config",
+            str(config),
+            "--strict-mcp-config",
+            "--allowedTools",
+            f"ReadMcpResourceTool,ListMcpResourcesTool,mcp__{SERVER_NAME},TaskList,TodoWrite",
+        ],
+        env={
+            "ANTHROPIC_BASE_URL": dirs.model_url,
+            "ANTHROPIC_API_KEY": _API_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "TERM": "xterm-256color",
+        },
+    )
+
+
+# The CLIs whose interactive UI the runner can drive (the attached scenario).
+INTERACTIVE_DRIVERS: dict[str, Callable[[str, RunDirs], Invocation]] = {
+    "claude-code": claude_code_interactive,
+}
 
 
 def gemini_cli_mcp(mcp_url: str) -> dict[str, Any]:

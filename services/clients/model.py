@@ -104,6 +104,7 @@ class ModelRecord:
     after_update: int = 0  # model requests the CLI sent after the update was applied
     reflected: Reflection | None = None
     answer: str | None = None
+    answers: int = 0  # text answers given (one per turn of the CLI)
     failure: str | None = None  # what the script could not do: the runner's failure
     unserved: list[str] = field(default_factory=list)  # requests to paths it does not serve
 
@@ -166,6 +167,7 @@ class ScriptedModel:
         self._attach = attach
         self._list_templates = list_templates
         self._update: asyncio.Task[object] | None = None
+        self._answered = asyncio.Event()
         self._phase = "read"
         self._pending: str | None = None  # the kind of the model's last tool call
         self._window_end = 0.0
@@ -348,7 +350,24 @@ class ScriptedModel:
 
     def _answer(self, text: str) -> Reply:
         self.record.answer = text
+        self.record.answers += 1
+        self._answered.set()
         return Reply(text=text)
+
+    async def answered(self, count: int, timeout: float) -> bool:
+        """Whether the model has answered in text ``count`` times within ``timeout``
+        seconds (an interactive CLI's turn is over when it has)."""
+
+        async def enough() -> None:
+            while self.record.answers < count:
+                self._answered.clear()
+                await self._answered.wait()
+
+        try:
+            await asyncio.wait_for(enough(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     def _observe(self, turn: Turn, number: int, at_ms: int) -> None:
         """Look for the update in what the CLI sent, once the update was applied:

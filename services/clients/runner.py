@@ -33,6 +33,7 @@ from services.clients.runs import (
     RunPlan,
     run_agent,
     run_inspector,
+    run_interactive,
 )
 from services.clients.verdict import to_row
 from services.scenarios.scenario import Scenario
@@ -95,7 +96,6 @@ async def run_client(
         progress(f"{spec.name} {version}: installed ({time.monotonic() - started:.0f} s)")
         driver = drivers.AGENT_DRIVERS.get(spec.name) if spec.uses_model else None
         installed = Installed(binary, paths, driver, version)
-    runner = run_agent if installed.driver is not None else run_inspector
     rows = []
     for scenario in (s for s in scenarios if applies(s, spec)):
         for setup in setups(scenario, tool):
@@ -106,7 +106,7 @@ async def run_client(
                 plan = RunPlan(scenario, setup, script, observe, timeout)
                 with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
                     try:
-                        outcomes[script] = await runner(spec, installed, Path(root), plan)
+                        outcomes[script] = await _run(spec, installed, Path(root), plan)
                     except TimeoutError as exc:  # a lab that did not start (an OSError too)
                         outcomes[script] = f"the lab did not start: {exc}"
                     except OSError as exc:  # the CLI would not start
@@ -120,6 +120,18 @@ async def run_client(
             )
             rows.append(row)
     return rows
+
+
+async def _run(spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan) -> Outcome:
+    """One run, by the kind of client and scenario: the Inspector's own steps, an
+    agent CLI's interactive UI (a scenario that attaches the resource), or its
+    non-interactive mode."""
+    if installed.driver is None:
+        return await run_inspector(spec, installed, root, plan)
+    interactive = drivers.INTERACTIVE_DRIVERS.get(spec.name)
+    if plan.scenario.play.attach and interactive is not None and plan.script == SCORED:
+        return await run_interactive(spec, installed, root, plan, interactive)
+    return await run_agent(spec, installed, root, plan)
 
 
 async def run_clients(

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from services.clients.install import cache_dir
 from services.clients.lab import Lab, Process, running_lab
 from services.clients.model import SCORED, ModelRecord, ScriptedModel, versions_in
 from services.clients.pins import ClientSpec
+from services.clients.terminal import KEY_BACKSPACE, KEY_CTRL_D, KEY_ENTER, Terminal, loosely
 from services.clients.wire import WireMessage, WireTap, to_jsonl
 from services.evidence.build import Report
 from services.scenarios.scenario import UPDATE, Scenario
@@ -45,6 +47,14 @@ _DAEMON_STOP_TIMEOUT = 30.0
 # run: the runner applies it itself, after the model's one read (see Updates).
 _HOLD_SECONDS = 3600.0
 _LATE_TIMELINES = 3  # timelines for subscribes that come after the first one, at most
+# The interactive UI (attached scenario): its prompt box is ready when its footer is
+# drawn; a mention is offered with the resource's description; bounded waits.
+_READY = r"for\s*shortc"
+_OFFER_CHARS = 16
+_OFFER_TRIES = 3  # after these, Enter resolves the mention all the same
+_OFFER_SECONDS = 2.0
+_BEFORE_ENTER_SECONDS = 0.5
+_EXIT_SECONDS = 10.0
 NO_TOOL, TOOL = "no tool", "tool"  # the lab setups: without or with the lab's tool
 
 
@@ -246,6 +256,95 @@ async def _agent_turns(
         )
         outcome.continued_exit = -1 if late else later.process.returncode
         outcome.output += [f"$ {_shown(again.argv)}", *later.lines]
+
+
+async def run_interactive(
+    spec: ClientSpec,
+    installed: Installed,
+    root: Path,
+    plan: RunPlan,
+    interactive: Callable[[str, drivers.RunDirs], drivers.Invocation],
+) -> Outcome:
+    """A scored run in the CLI's interactive UI, under a pseudo-terminal: the resource
+    is attached by typing its mention (``@lab:URI``) into the prompt box, as a person
+    would; then one more message in the same session, and the CLI is left (Ctrl-D)."""
+    home, workdir = _dirs(root)
+    outcome = Outcome(plan, _now_ms())
+    async with running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario) as lab:
+        tap = WireTap(lab.base_url)
+        updates = Updates(lab)
+        model = ScriptedModel(
+            drivers.SERVER_NAME,
+            plan.uri,
+            updates.first,
+            mode=SCORED,
+            observe_seconds=plan.window,
+            attach=True,
+        )
+        follow = asyncio.create_task(updates.follow())
+        try:
+            async with tap.serve() as tap_url, serve(model) as model_url:
+                dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
+                started = interactive(str(installed.binary), dirs)
+                env = {**_base_env(home, installed.paths), **started.env}
+                outcome.started_ms = _now_ms()
+                term = await Terminal.start(started.argv, env, workdir)
+                try:
+                    await _converse(term, lab, model, plan, outcome)
+                finally:
+                    outcome.exit_code = await term.stop()
+                    outcome.output = [f"$ {_shown(started.argv)}", *term.text.splitlines()]
+        finally:
+            follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await follow
+        outcome.record = model.record
+        outcome.wire = tap.messages
+        outcome.events, outcome.report = await lab.evidence()
+        outcome.folder = _keep_logs(spec, installed, lab, outcome, model.exchanges)
+    return outcome
+
+
+async def _converse(
+    term: Terminal, lab: Lab, model: ScriptedModel, plan: RunPlan, outcome: Outcome
+) -> None:
+    """Type the scenario's prompt (its ``@lab:URI`` mention a key at a time, until the
+    UI offers the resource), then a second message; each turn ends when the model has
+    answered. Leaves the CLI with Ctrl-D twice. A step that does not come in time ends
+    the conversation (``timed_out``)."""
+    since = len(lab.server.lines)
+    try:
+        await lab.server.wait_for(r"\[resources/list\]", plan.timeout, since)
+    except TimeoutError:
+        outcome.timed_out = True
+        return
+    if not await term.wait_for(_READY, plan.timeout):
+        outcome.timed_out = True
+        return
+    prompt = plan.scenario.play.prompt.format(uri=plan.uri)
+    mention = f"@{drivers.SERVER_NAME}:{plan.uri}"
+    offered = loosely(plan.scenario.catalog[plan.uri].description[:_OFFER_CHARS])
+    mark = term.mark()
+    await term.type(mention)
+    for _ in range(_OFFER_TRIES):  # the offer may not come for the first keys typed
+        if await term.wait_for(offered, _OFFER_SECONDS, mark):
+            break
+        term.press(KEY_BACKSPACE)
+        await term.type(mention[-1])
+    for text, turn in ((prompt.removeprefix(mention), 1), (drivers.CONTINUE_PROMPT, 2)):
+        await term.type(text)
+        await asyncio.sleep(_BEFORE_ENTER_SECONDS)  # the UI settles the typed text
+        term.press(KEY_ENTER)
+        if not await model.answered(turn, plan.window + plan.timeout):
+            outcome.timed_out = True
+            return
+    outcome.continued_exit = 0
+    mark = term.mark()
+    term.press(KEY_CTRL_D)
+    await term.wait_for(r"again\s*to\s*exit", _EXIT_SECONDS, mark)
+    term.press(KEY_CTRL_D)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(term.process.wait(), _EXIT_SECONDS)
 
 
 def _shown(argv: list[str]) -> str:
