@@ -125,9 +125,15 @@ async def test_a_client_that_reads_again_once_scores_1_of_3(lab, redis_url) -> N
     assert once["level"] == 6
 
 
-def test_the_reference_client_unsubscribes_and_the_lab_then_stays_quiet(lab, redis_url) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "how"),
+    [("legacy", "resources/unsubscribe"), ("modern", "closed its listen stream")],
+)
+def test_the_reference_client_unsubscribes_and_the_lab_then_stays_quiet(
+    lab, redis_url, protocol, how
+) -> None:
     url = start(lab, "unsubscribe")
-    code, steps = probe(url, "unsubscribe", "--protocol", "legacy")
+    code, steps = probe(url, "unsubscribe", "--protocol", protocol)
     # The probe watched the second update's due time pass without a notification.
     assert code == 0, steps
     assert [
@@ -137,10 +143,7 @@ def test_the_reference_client_unsubscribes_and_the_lab_then_stays_quiet(lab, red
         "quiet_after_unsubscribe",
     ]
     probed = client_of(report(redis_url), "mcp-lab-probe")
-    assert checks_of(probed) == {
-        "unsubscribed": "yes (resources/unsubscribe)",
-        "quiet_after": "0",
-    }
+    assert checks_of(probed) == {"unsubscribed": f"yes ({how})", "quiet_after": "0"}
 
 
 async def test_a_client_that_deletes_its_session_counts_as_done_and_one_that_stays_does_not(

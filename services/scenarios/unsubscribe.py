@@ -10,6 +10,7 @@ from services.scenarios.scenario import Action, Check, Play, Scenario
 
 INTERVAL_SECONDS = 4.0
 SESSION_DELETE = "session/delete"
+LISTEN_CLOSED = "subscriptions/listen/closed"
 
 
 def _left(events: list[Event], uri: str) -> tuple[str, int] | None:
@@ -24,6 +25,8 @@ def _left(events: list[Event], uri: str) -> tuple[str, int] | None:
             return "resources/unsubscribe", event.ts_ms
         if checks.ok_in(event, SESSION_DELETE):
             return "DELETE of its session", event.ts_ms
+        if checks.ok_in(event, LISTEN_CLOSED):
+            return "closed its listen stream", event.ts_ms
     return None
 
 

@@ -153,6 +153,7 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
         subscribe=lab.subscribe,
         on_end=lab.forget_subscription,
         catalog=catalog,
+        on_closed=lab.listen_closed,
     )
     mcp_adapter.register_request_handler(
         server, "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, listen

@@ -35,6 +35,9 @@ logger = logging.getLogger("mcp_lab.listen")
 
 Subscribe = Callable[[Subscriber, str], Awaitable[str]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
+# Called once a listen stream that named resources has ended (its evidence).
+OnClosed = Callable[[Peer], Awaitable[None]]
+LISTEN_CLOSED = "subscriptions/listen/closed"
 _CLEANUP_SECONDS = 5
 
 
@@ -84,12 +87,14 @@ class ListenStreams:
         subscribe: Subscribe,
         on_end: OnEnd,
         catalog: Catalog,
+        on_closed: OnClosed | None = None,
     ) -> None:
         self._registry = registry
         self._catalog = catalog
         self._peer_of = peer_of
         self._subscribe = subscribe
         self._on_end = on_end
+        self._on_closed = on_closed
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
@@ -121,6 +126,9 @@ class ListenStreams:
             # A listen ends when the client goes away, which cancels this request:
             # the cleanup must not be cancelled with it.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
-                for uri in self._registry.drop(subscriber.key):
+                dropped = self._registry.drop(subscriber.key)
+                for uri in dropped:
                     await self._on_end(peer, uri)
                 event("subscriptions/listen", "stream ended", peer)
+                if dropped and self._on_closed is not None:
+                    await self._on_closed(peer)

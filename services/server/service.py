@@ -24,6 +24,7 @@ from services.evidence.recorder import Recorder
 from services.logs import event
 from services.scenarios.scenario import Scenario
 from services.server import lifecycle, mcp_adapter
+from services.server.listen import LISTEN_CLOSED
 from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
 from services.server.resume import eventstore
@@ -181,6 +182,11 @@ class Lab:
             await self.recorder.ended(peer, contract.REASON_IDLE)
         else:
             event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+
+    async def listen_closed(self, peer: Peer) -> None:
+        """A 2026-07-28 client closed a listen stream that named resources: its way to
+        unsubscribe (recorded)."""
+        await self.recorder.stream(peer, "in", LISTEN_CLOSED)
 
     async def deleted(self, peer: Peer) -> None:
         """The client ended its session itself (HTTP DELETE): logged and recorded."""
