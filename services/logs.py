@@ -12,6 +12,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from services import untrusted
+
 if TYPE_CHECKING:
     from services.server.peers import Peer
 
@@ -22,9 +24,21 @@ _protocol = logging.getLogger("mcp_lab.protocol")
 
 
 def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
-    """Log one protocol event of ``peer``; ``extra`` fields go after the client."""
-    tail = f" {extra}" if extra else ""
-    _protocol.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
+    """Log one protocol event of ``peer``; ``extra`` fields go after the client.
+
+    Every part may hold what a client chose (its clientInfo, a URI): each is cut
+    and escaped (services/untrusted.py), so the event is always one line and no
+    value in it can pass for another line or a terminal escape."""
+    limit = untrusted.LOG_PART_CHARS
+    tail = f" {untrusted.shown(extra, limit)}" if extra else ""
+    _protocol.info(
+        "[%s] %s session=%s client=%s%s",
+        tag,
+        untrusted.shown(detail, limit),
+        untrusted.shown(peer.session, limit),
+        untrusted.shown(peer.client, limit),
+        tail,
+    )
 
 
 # How much of a value a log line quotes: text, one raw value, fields of an entry.
@@ -35,7 +49,7 @@ _SHOWN_FIELDS = 6
 
 def shorten(text: str, limit: int = _SHOWN_TEXT_CHARS) -> str:
     """``text`` cut to ``limit`` characters for a log line."""
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+    return untrusted.cut(text, limit)
 
 
 def shown(value: bytes | str, limit: int = _SHOWN_VALUE_CHARS) -> str:
@@ -60,11 +74,22 @@ def shown_fields(raw: dict[bytes, bytes]) -> str:
     return "{" + ", ".join(items) + "}"
 
 
+class OneLineFormatter(logging.Formatter):
+    """Each record's message as one line of bounded length, whoever logged it (the
+    lab, the SDK, uvicorn): control characters escaped, cut to
+    ``untrusted.LOG_MESSAGE_CHARS``. A traceback, when there is one, follows as is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = untrusted.cut(record.message, untrusted.LOG_MESSAGE_CHARS)
+        record.message = untrusted.escape_controls(message)
+        return super().formatMessage(record)
+
+
 def setup_logging(level: str) -> None:
     """Log to stderr (stdout stays free for protocol on stdio) with timestamps."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
+        OneLineFormatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

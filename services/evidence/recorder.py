@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract, state, untrusted
 from services.server.peers import Peer
 from services.writer import BatchWriter
 
@@ -283,6 +283,8 @@ def _event(
     error: int | None = None,
     resumed: bool = False,
 ) -> contract.Event:
+    # The method and URI may be a client's own (an unknown method, an unknown URI):
+    # the record keeps them cut (services/untrusted.py); the peer's are cut already.
     return contract.Event(
         ts_ms=ts_ms,
         session=peer.session,
@@ -291,8 +293,8 @@ def _event(
         protocol=peer.protocol,
         transport=peer.transport,
         direction=direction,
-        method=method,
-        uri=uri,
+        method=untrusted.cut(method, untrusted.METHOD_CHARS),
+        uri=None if uri is None else untrusted.cut(uri, untrusted.URI_CHARS),
         version=version,
         delivered=delivered,
         error=error,

@@ -35,6 +35,7 @@ from urllib.parse import parse_qs
 from fastmcp.server.http import HostOriginGuardMiddleware
 from starlette.types import Message, Receive, Scope, Send
 
+from services import untrusted
 from services.settings import LabSettings
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_lab.guard")
 
 _OPEN_PATHS = frozenset({"/healthz"})
-_SHOWN_PATH_CHARS = 80
 
 
 def _split(value: str) -> list[str]:
@@ -262,11 +262,9 @@ class Security:
 
 
 def _path(scope: Scope) -> str:
-    """The request path for a log line, cut short (a client chooses it)."""
-    path: str = scope.get("path", "")
-    if len(path) > _SHOWN_PATH_CHARS:
-        return f"{path[:_SHOWN_PATH_CHARS]!r}...({len(path)} chars)"
-    return path
+    """The request path for a log line (percent-decoded: a client chooses any
+    characters), cut and escaped."""
+    return untrusted.shown(scope.get("path", ""), untrusted.PATH_CHARS)
 
 
 def guard(app: FrontDoor, settings: LabSettings) -> FrontDoor:

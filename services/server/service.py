@@ -17,7 +17,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract, state, untrusted
 from services.catalog import Catalog
 from services.contract import Transport
 from services.evidence.recorder import Recorder
@@ -38,13 +38,16 @@ RESOURCE_NOT_FOUND = -32002
 
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
-    """The "unknown resource" error of the negotiated protocol generation."""
+    """The "unknown resource" error of the negotiated protocol generation; its
+    ``data.uri`` names the URI, cut to ``untrusted.URI_CHARS`` (the answer is also
+    kept for resumption)."""
     code = (
         mcp_types.INVALID_PARAMS
         if protocol_version in MODERN_PROTOCOL_VERSIONS
         else RESOURCE_NOT_FOUND
     )
-    return MCPError(code=code, message="Resource not found", data={"uri": uri})
+    data = {"uri": untrusted.cut(uri, untrusted.URI_CHARS)}
+    return MCPError(code=code, message="Resource not found", data=data)
 
 
 def redis_failed(exc: Exception) -> MCPError:
