@@ -78,3 +78,34 @@ async def test_a_newline_in_a_client_value_never_starts_a_log_line(inproc) -> No
     assert forged == [], forged
     assert not any("\x1b" in line for line in server.lines)
     assert server.matching(r"client=evil\\n\[resources/subscribe\]")
+
+
+async def test_an_unknown_method_is_not_echoed_whole_and_nothing_big_is_kept(
+    inproc, redis_client
+) -> None:
+    server, url = await inproc.server()
+    raw = RawSession(url, "echo")
+    try:
+        await raw.initialize()
+        status, reply = await raw.post({"jsonrpc": "2.0", "id": 9, "method": "m" * 900_000})
+        assert status == 200 and reply is not None and reply["error"]["code"] == -32601
+        assert len(json.dumps(reply)) < 2_000
+        key = f"mcp:resume:{raw.session_id}"
+        assert int(redis_client.memory_usage(key, samples=0) or 0) < 20_000
+    finally:
+        await raw.close()
+    assert max(len(line) for line in server.lines) < 10_000
+
+
+async def test_the_evidence_stream_is_trimmed_by_its_size_too(inproc, redis_client) -> None:
+    server, url = await inproc.server(events_max_bytes="65536")
+    raw = RawSession(url, "n" * 100_000)
+    try:
+        await raw.initialize()
+        for _ in range(400):  # about 400 bytes of evidence each
+            await raw.request("ping")
+    finally:
+        await raw.close()
+    await server.await_line(r"\[evidence\] mcp:events took \d+ bytes .* trimmed", timeout=20)
+    used = int(redis_client.memory_usage("mcp:events", samples=0) or 0)
+    assert used < 2 * 65536, used

@@ -22,6 +22,7 @@ from starlette.routing import Mount
 
 from services import state
 from services.catalog import LAB_CATALOG, SERVER_INSTRUCTIONS, Catalog
+from services.evidence import trim
 from services.evidence.recorder import Recorder
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
@@ -30,7 +31,7 @@ from services.server.listen import ListenStreams
 from services.server.relay import Relay
 from services.server.resume.get_streams import GetStream, StreamLog, plain
 from services.server.resume.middleware import Resume, heartbeat, new_replica_id
-from services.server.service import Lab
+from services.server.service import Lab, bounded_error_data
 from services.server.sessions import SessionRegistry
 from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
@@ -78,6 +79,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
             asyncio.create_task(
                 lifecycle.sweep_forever(redis, lab.replica, catalog.uris()), name="sweep"
             ),
+            asyncio.create_task(trim.keep_under(redis, settings.events_max_bytes), name="trim"),
         ]
         try:
             yield {}
@@ -147,6 +149,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     if not settings.strict_methods:
         lists = [m for m in EMPTY_LISTS if m in withdrawn]
         answer_with_empty_lists(server, lists, lambda ctx: lab.peer_of_request(ctx, None))
+    mcp_adapter.add_inbound_middleware(server, bounded_error_data)
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
     dashboard.add_routes(
         server,

@@ -10,7 +10,7 @@ from typing import Any
 
 import mcp_types
 from fastmcp import Context
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -48,6 +48,20 @@ def not_found(uri: str, protocol_version: str) -> MCPError:
     )
     data = {"uri": untrusted.cut(uri, untrusted.URI_CHARS)}
     return MCPError(code=code, message="Resource not found", data=data)
+
+
+async def bounded_error_data(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """A low-level middleware: an error's ``data`` string cut to ``untrusted.URI_CHARS``.
+    The SDK answers an unknown method with the method name as ``data``, whole (a
+    client may send a megabyte of it), and the answer is also kept for resumption."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        data = exc.error.data
+        if isinstance(data, str) and len(data) > untrusted.URI_CHARS:
+            cut = untrusted.cut(data, untrusted.URI_CHARS)
+            raise MCPError(code=exc.error.code, message=exc.error.message, data=cut) from None
+        raise
 
 
 def redis_failed(exc: Exception) -> MCPError:

@@ -47,6 +47,11 @@ REDIS_TIMEOUT_SECONDS = 2.0
 
 _messages: TypeAdapter[JSONRPCMessage] = TypeAdapter(JSONRPCMessage)
 
+# The largest event kept for resumption. Every answer the lab writes is far smaller
+# (what a client chose is cut, services/untrusted.py); a larger one is sent but not
+# kept, so a session's stream holds at most MCP_TEST_RESUME_MAX_EVENTS of this size.
+MAX_EVENT_BYTES = 64 * 1024
+
 # Called for each message written to a client from the store: (session, message).
 OnReplayed = Callable[[str, JSONRPCMessage], Awaitable[None]]
 
@@ -135,9 +140,20 @@ class RedisEventStore(EventStore):
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
         key = contract.resume_key(self._session)
+        data = encode(message)
+        if len(data) > MAX_EVENT_BYTES:
+            logger.warning(
+                "[resume] event of %d bytes not kept (over %d): session=%s stream=%s; "
+                "it cannot be replayed",
+                len(data),
+                MAX_EVENT_BYTES,
+                self._session,
+                stream_id,
+            )
+            return ""
         fields = {
             contract.RESUME_STREAM_FIELD: str(stream_id),
-            contract.RESUME_MESSAGE_FIELD: encode(message),
+            contract.RESUME_MESSAGE_FIELD: data,
         }
         owner = contract.session_owner_key(self._session)
 
