@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from services import untrusted
@@ -83,6 +84,27 @@ class OneLineFormatter(logging.Formatter):
         message = untrusted.cut(record.message, untrusted.LOG_MESSAGE_CHARS)
         record.message = untrusted.escape_controls(message)
         return super().formatMessage(record)
+
+
+class Throttled:
+    """A warning that may repeat often (an attacker can make it), logged at most once
+    every ``seconds``; the next one says how many were left out meanwhile."""
+
+    def __init__(self, log: logging.Logger, seconds: float) -> None:
+        self._log = log
+        self._seconds = seconds
+        self._last = float("-inf")
+        self._left_out = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last < self._seconds:
+            self._left_out += 1
+            return
+        if self._left_out:
+            message += f" (and {self._left_out} more like it in the last {self._seconds:g} s)"
+        self._last, self._left_out = now, 0
+        self._log.warning(message, *args)
 
 
 def setup_logging(level: str) -> None:

@@ -277,6 +277,14 @@ class LabSettings(BaseSettings):
     dashboard_block_ms: int = Field(
         5000, ge=10, le=8000, description="Longest wait of the dashboard stream for new events."
     )
+    dashboard_max_streams: int = Field(
+        100, ge=1, description="Most dashboard streams (/api/stream) open at once; 503 past it."
+    )
+    dashboard_max_events: int = Field(
+        20_000,
+        ge=100,
+        description="Events a dashboard report reads at most (the newest of the run).",
+    )
     reconnect_backoff_max_seconds: float = Field(
         5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )

@@ -8,15 +8,20 @@ attacks at full size and prints the figures (README, "Hostile clients").
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
+import time
+from collections.abc import AsyncIterator
 
+import anyio
 import httpx2
 import pytest
 import redis
 
 from tests.inproc import http_client
-from tests.lab import RawSession
+from tests.lab import STATUS_URI, RawSession, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -109,3 +114,101 @@ async def test_the_evidence_stream_is_trimmed_by_its_size_too(inproc, redis_clie
     await server.await_line(r"\[evidence\] mcp:events took \d+ bytes .* trimmed", timeout=20)
     used = int(redis_client.memory_usage("mcp:events", samples=0) or 0)
     assert used < 2 * 65536, used
+
+
+async def next_report(lines: AsyncIterator[str]) -> dict:
+    """The next report on a dashboard stream's lines (bounded by the client's timeout)."""
+    data = ""
+    async for line in lines:
+        if line.startswith("data: "):
+            data = line[6:]
+        elif not line and data:
+            parsed: dict = json.loads(data)
+            return parsed
+    raise AssertionError("the stream ended before a report")
+
+
+async def client_flow(url: str, name: str) -> None:
+    async with connect(url, name) as client:
+        await client.session.list_resources()
+        await client.read_text()
+        await client.session.subscribe_resource(STATUS_URI)
+        await client.read_text()
+
+
+async def test_150_dashboard_streams_cost_a_client_nothing_and_hold_few_redis_connections(
+    inproc, redis_client
+) -> None:
+    _, url = await inproc.server(dashboard_max_streams="200")
+    base = url.removesuffix("/mcp")
+    await client_flow(url, "warm-up")
+    connections = int(redis_client.info("clients")["connected_clients"])
+    async with client_of(url) as http, contextlib.AsyncExitStack() as streams:
+        opened = [
+            await streams.enter_async_context(http.stream("GET", f"{base}/api/stream"))
+            for _ in range(150)
+        ]
+        assert {s.status_code for s in opened} == {200}
+        lines = [s.aiter_lines() for s in opened]
+        with anyio.fail_after(30):
+            await asyncio.gather(*(next_report(each) for each in lines))
+        held = int(redis_client.info("clients")["connected_clients"]) - connections
+        assert held <= 3, f"150 dashboard streams hold {held} more Redis connections"
+        started = time.perf_counter()
+        await client_flow(url, "normal-client")
+        took = time.perf_counter() - started
+        assert took < 1.0, f"a client's flow took {took:.2f} s beside 150 dashboard streams"
+        with anyio.fail_after(30):  # every stream is told, from one report built once
+            seen = await asyncio.gather(*(next_report(each) for each in lines))
+        assert all(any(c["client"] == "normal-client" for c in r["clients"]) for r in seen)
+
+
+async def test_dashboard_streams_past_their_cap_get_503(inproc) -> None:
+    server, url = await inproc.server(dashboard_max_streams="2")
+    base = url.removesuffix("/mcp")
+    async with client_of(url) as http, contextlib.AsyncExitStack() as streams:
+        for _ in range(2):
+            stream = await streams.enter_async_context(http.stream("GET", f"{base}/api/stream"))
+            assert stream.status_code == 200
+        with anyio.fail_after(10):  # a stream that is let in never ends
+            refused = await http.get(f"{base}/api/stream")
+        assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+        await server.await_line(r"\[dashboard\] 2 streams open .* refused with 503")
+    # Closed streams free their places (counted down as the server sees them end).
+    async with client_of(url) as http:
+        with anyio.fail_after(10):
+            while (await http.get(f"{base}/healthz")).json()["dashboard_streams"]:
+                await anyio.sleep(0.05)
+        async with http.stream("GET", f"{base}/api/stream") as again:
+            assert again.status_code == 200
+
+
+async def test_the_dashboard_shows_labels_never_session_ids(inproc) -> None:
+    _, url = await inproc.server()
+    raw = RawSession(url, "victim")
+    try:
+        await raw.initialize()
+        await raw.request("resources/read", {"uri": STATUS_URI})
+        async with client_of(url) as http:
+            text = (await http.get(url.removesuffix("/mcp") + "/api/report")).text
+    finally:
+        await raw.close()
+    assert raw.session_id is not None and raw.session_id not in text
+    (victim,) = [c for c in json.loads(text)["clients"] if c["client"] == "victim"]
+    label = victim["sessions"][0]["session"]
+    assert re.fullmatch(r"[0-9a-f]{10}", label) and victim["best_session"] == label
+
+
+async def test_a_dashboard_report_reads_a_bounded_window(inproc) -> None:
+    _, url = await inproc.server(dashboard_max_events="100")
+    raw = RawSession(url, "busy")
+    try:
+        await raw.initialize()
+        for _ in range(150):
+            await raw.request("ping")
+        async with client_of(url) as http:
+            data = (await http.get(url.removesuffix("/mcp") + "/api/report")).json()
+    finally:
+        await raw.close()
+    assert "the newest 100 events" in data["window"]
+    assert sum(len(s["events"]) for c in data["clients"] for s in c["sessions"]) <= 100

@@ -42,6 +42,8 @@ BAD: dict[str, str] = {
     "replica_heartbeat_seconds": "soon",
     "resume_block_ms": "9000",
     "dashboard_block_ms": "5",
+    "dashboard_max_streams": "0",
+    "dashboard_max_events": "10",
     "reconnect_backoff_max_seconds": "0",
     "redis_max_connections": "0",
     "redis_pool_timeout_seconds": "never",

@@ -26,6 +26,7 @@ from services.evidence import trim
 from services.evidence.recorder import Recorder
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
+from services.server.dashboard_feed import DashboardFeed
 from services.server.handlers import EventLogMiddleware, Handlers
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
@@ -62,6 +63,13 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     recorder = Recorder(redis, settings.events_max, writer)
     relay = Relay(settings, redis, registry, recorder, catalog)
     lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer)
+    feed = DashboardFeed(
+        settings.redis_url,
+        recorder,
+        block_ms=settings.dashboard_block_ms,
+        max_streams=settings.dashboard_max_streams,
+        max_events=settings.dashboard_max_events,
+    )
 
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -92,6 +100,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
                     "[lab] task %s did not stop within %ss", task.get_name(), _STOP_SECONDS
                 )
             await lab.relay.close()
+            await feed.close()
             if lab.cleanups:  # ended sessions' Redis clean-ups, bounded
                 await asyncio.wait(set(lab.cleanups), timeout=_CLEANUP_SECONDS)
             await writer.close()  # flushes what is queued
@@ -159,7 +168,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         recorder,
         lab.http_sessions,
         settings.max_sessions,
-        settings.dashboard_block_ms,
+        feed,
     )
 
     return server, lab
