@@ -17,7 +17,7 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
-                                 session (fields ``stream``, ``message``), for replay
+                                 session (fields ``stream``, ``message``, ``tag``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
 ``mcp:replica:{replica}:alive``   set by a running server replica, expires shortly after
 ``mcp:replica:{replica}:sessions`` set of the subscribed session ids a replica holds; once its
@@ -64,10 +64,12 @@ def updater_heartbeat_key(consumer: str) -> str:
 
 # Resumable Streamable HTTP streams. Every SSE event a session is sent is kept
 # in its resume stream; an event's id (the ``Last-Event-ID`` a client resumes
-# with) is the stream entry id. An entry with an empty ``message`` is a priming
-# event: it carries an id and no message.
+# with) is the stream entry id and the entry's random ``tag``, ``<entry id>_<tag>``
+# (services/server/resume/eventstore.py), so it cannot be guessed from the time.
+# An entry with an empty ``message`` is a priming event: it carries an id and no message.
 RESUME_STREAM_FIELD = "stream"
 RESUME_MESSAGE_FIELD = "message"
+RESUME_TAG_FIELD = "tag"
 # Default lifetime of a replica's heartbeat (setting MCP_TEST_REPLICA_HEARTBEAT_SECONDS).
 REPLICA_HEARTBEAT_SECONDS = 15
 

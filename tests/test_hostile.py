@@ -212,3 +212,34 @@ async def test_a_dashboard_report_reads_a_bounded_window(inproc) -> None:
         await raw.close()
     assert "the newest 100 events" in data["window"]
     assert sum(len(s["events"]) for c in data["clients"] for s in c["sessions"]) <= 100
+
+
+async def test_a_guessed_event_id_replays_nothing(inproc, redis_client) -> None:
+    """Event ids a client resumes with are not stream entry ids (``<ms>-<seq>``, guessed
+    in a few tries): whoever knows a session id still cannot replay what it was sent."""
+    server, url = await inproc.server()
+    victim = RawSession(url, "victim")
+    try:
+        await victim.initialize()
+        await victim.request("resources/read", {"uri": STATUS_URI})
+        assert victim.session_id is not None
+        key = f"mcp:resume:{victim.session_id}"
+        entries = [entry_id for entry_id, _ in redis_client.xrange(key)]
+        assert entries, "nothing kept for resumption"
+        headers = {
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": victim.session_id,
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        async with client_of(url) as http:
+            for guess in entries:  # what a guess of <ms>-<seq> finds
+                mark = server.mark()
+                with anyio.fail_after(10):
+                    async with http.stream("GET", url, headers={**headers, "Last-Event-ID": guess}):
+                        answer = await server.await_line(
+                            r"\[resume\] (replay|malformed|session=.* is no longer kept)",
+                            since=mark,
+                        )
+                assert "events=" not in answer or "events=0" in answer, answer
+    finally:
+        await victim.close()

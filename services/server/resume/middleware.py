@@ -32,13 +32,16 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract, sse
+from services.logs import shown
 from services.reconnect import stop_if_cancelled
 from services.server.resume.eventstore import (
     OnReplayed,
     RedisEventStore,
     decode,
     encode,
+    entry_of,
     events_after,
+    public_id,
 )
 from services.server.resume.get_streams import report_resumed_stream
 from services.server.resume.priming import takes_priming
@@ -158,16 +161,18 @@ class Resume:
             found = None
         if found is None:
             logger.warning(
-                "[resume] session=%s last_event_id=%s unknown, expired or trimmed; "
-                "following its GET stream from now",
+                "[resume] session=%s last_event_id=%s unknown, expired, trimmed or not its "
+                "own; following its GET stream from now",
                 session,
-                last_event_id[:64],
+                shown(last_event_id, 64),
             )
             missed: list[tuple[str, JSONRPCMessage]] = []
             stream, cursor = GET_STREAM_KEY, "$"
         else:
             stream, missed = found
-            cursor = missed[-1][0] if missed else last_event_id
+            # The stream is read on from the last entry sent (ids without their tag).
+            last_sent = entry_of(missed[-1][0] if missed else last_event_id)
+            cursor = last_sent[0] if last_sent is not None else "$"
         await report_resumed_stream(stream)
         logger.info(
             "[resume] serving session=%s for its owner replica: stream=%s replayed=%d",
@@ -238,6 +243,7 @@ class Resume:
                     message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
                     if message is None:
                         continue
-                    body = sse.frame(encode(message), event="message", event_id=entry_id)
+                    event_id = public_id(entry_id, fields.get(contract.RESUME_TAG_FIELD, ""))
+                    body = sse.frame(encode(message), event="message", event_id=event_id)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     await self._on_replayed(session, message)
