@@ -94,7 +94,30 @@ async def test_auth_token_is_required_when_set(inproc) -> None:
     assert (await apost(url, INIT, Authorization="Bearer s3cret")).status_code == 200
     assert (await aget(f"{base}/healthz")).status_code == 200
     assert (await aget(f"{base}/api/report")).status_code == 401
-    assert (await aget(f"{base}/api/report?token=s3cret")).status_code == 200
+    assert (await aget(f"{base}/api/report", Authorization="Bearer s3cret")).status_code == 200
+
+
+async def test_a_token_in_the_query_opens_only_the_dashboard_page(inproc) -> None:
+    """``?token=`` ends up in browser history and proxy logs: it is taken for the
+    page alone, which hands the browser a cookie for the dashboard's own data."""
+    _, url = await inproc.server(auth_token="s3cret")
+    base = url.removesuffix("/mcp")
+    assert (await aget(f"{base}/api/report?token=s3cret")).status_code == 401
+    assert (await aget(f"{base}/api/stream?token=s3cret")).status_code == 401
+    assert (await apost(f"{url}?token=s3cret", INIT)).status_code == 401
+    page = await aget(f"{base}/?token=s3cret")
+    assert page.status_code == 200
+    cookie = page.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "s3cret" not in cookie
+    name_value = cookie.split(";", 1)[0]
+    assert (await aget(f"{base}/api/report", Cookie=name_value)).status_code == 200
+    async with (
+        client_of(url) as client,
+        client.stream("GET", f"{base}/api/stream", headers={"Cookie": name_value}) as stream,
+    ):
+        assert stream.status_code == 200
+    assert (await apost(url, INIT, Cookie=name_value)).status_code == 401  # not for MCP
+    assert (await aget(f"{base}/api/report", Cookie="mcp_lab_dashboard=guess")).status_code == 401
 
 
 def test_probe_sends_the_auth_token(lab) -> None:

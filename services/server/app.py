@@ -169,6 +169,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         lab.http_sessions,
         settings.max_sessions,
         feed,
+        settings.auth_token,
     )
 
     return server, lab

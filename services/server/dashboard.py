@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from services.evidence.recorder import Recorder
 from services.server.dashboard_feed import DashboardFeed
+from services.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from services.server.mcp_adapter import HttpSessions
 from services.server.relay import Relay
 from services.server.sessions import SessionRegistry
@@ -38,12 +39,24 @@ def add_routes(
     http_sessions: HttpSessions,
     max_sessions: int,
     feed: DashboardFeed,
+    auth_token: str | None = None,
 ) -> None:
-    """Register the dashboard and health routes on ``server``."""
+    """Register the dashboard and health routes on ``server``. With ``auth_token``
+    the page (reached with the token: the guard let it through) sets the cookie its
+    data requests carry (services/server/guard.py)."""
 
     @server.custom_route("/", methods=["GET"])
     async def page(_: Request) -> Response:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        response = HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        if auth_token:
+            response.set_cookie(
+                DASHBOARD_COOKIE,
+                dashboard_cookie(auth_token),
+                path="/api/",
+                httponly=True,
+                samesite="strict",
+            )
+        return response
 
     @server.custom_route("/api/report", methods=["GET"])
     async def api_report(_: Request) -> Response:

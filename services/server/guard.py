@@ -4,8 +4,11 @@ Host and Origin are checked on every route (MCP, SSE, dashboard) by FastMCP's
 ``HostOriginGuardMiddleware`` in strict mode: a Host outside the loopback names
 and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin from another site 403, as the
 MCP spec requires. With ``MCP_TEST_AUTH_TOKEN`` set, every request but
-``GET /healthz`` needs ``Authorization: Bearer <token>`` (or ``?token=`` for the
-dashboard in a browser), else 401.
+``GET /healthz`` needs ``Authorization: Bearer <token>``, else 401. A browser
+cannot send that header, so the dashboard page alone (``GET /``) also takes
+``?token=<token>``, and hands the browser a cookie (HttpOnly, SameSite=Strict,
+an HMAC of the token, not the token) that the page's own data requests
+(``GET /api/report``, ``GET /api/stream``) carry; it opens nothing else.
 
 A request body over ``MCP_TEST_MAX_BODY_BYTES`` gets 413: at once when its
 Content-Length says so, else (a chunked body, which has no Content-Length) as
@@ -25,10 +28,12 @@ such an early answer (httpx does, even when the write of its body then fails).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
@@ -44,6 +49,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_lab.guard")
 
 _OPEN_PATHS = frozenset({"/healthz"})
+# Where ``?token=`` is taken (the dashboard page), and where its cookie is (its data).
+_QUERY_TOKEN_PATHS = frozenset({"/"})
+_COOKIE_PATHS = frozenset({"/api/report", "/api/stream"})
+DASHBOARD_COOKIE = "mcp_lab_dashboard"
+
+
+def dashboard_cookie(token: str) -> str:
+    """The dashboard cookie's value for ``token``: an HMAC of it, so the cookie is
+    no bearer token for anything but the dashboard's data."""
+    return hmac.new(token.encode(), b"mcp-subscribe-lab dashboard", hashlib.sha256).hexdigest()
 
 
 def _split(value: str) -> list[str]:
@@ -97,6 +112,7 @@ class BodyGate:
 
     def __init__(self, token: str | None, max_body_bytes: int) -> None:
         self._token = token.encode() if token else None
+        self._cookie = dashboard_cookie(token).encode() if token else None
         self._max = max_body_bytes
 
     async def admit(
@@ -189,12 +205,30 @@ class BodyGate:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
-        assert self._token is not None
+        assert self._token is not None and self._cookie is not None
         given = headers.get(b"authorization", b"")
         if given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:].strip(), self._token):
             return True
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return any(hmac.compare_digest(t.encode(), self._token) for t in query.get("token", []))
+        if scope["method"] != "GET":
+            return False
+        if scope["path"] in _QUERY_TOKEN_PATHS:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            tokens = query.get("token", [])
+            return any(hmac.compare_digest(t.encode(), self._token) for t in tokens)
+        if scope["path"] in _COOKIE_PATHS:
+            cookie = _cookie_of(headers.get(b"cookie", b""))
+            return cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie)
+        return False
+
+
+def _cookie_of(header: bytes) -> str | None:
+    """The dashboard cookie's value in a ``Cookie`` header, if there is one."""
+    try:
+        cookies = SimpleCookie(header.decode("latin-1"))
+    except CookieError:
+        return None
+    morsel = cookies.get(DASHBOARD_COOKIE)
+    return None if morsel is None else morsel.value
 
 
 _ALLOWED = "mcp_lab.host_origin_allowed"
