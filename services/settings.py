@@ -288,6 +288,23 @@ class LabSettings(BaseSettings):
     reconnect_backoff_max_seconds: float = Field(
         5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )
+    head_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="A connection that has not sent a whole request head this long is closed.",
+    )
+    keep_alive_seconds: int = Field(
+        5, ge=1, description="An idle keep-alive connection between requests is closed after this."
+    )
+    max_connections: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Most HTTP connections open at once (0: two per session of MCP_TEST_MAX_SESSIONS "
+            "and 256 more); never more than the open-file limit leaves."
+        ),
+    )
     redis_max_connections: int = Field(
         100, ge=1, description="Redis connections the server opens at most (one shared pool)."
     )
