@@ -301,8 +301,8 @@ class LabSettings(BaseSettings):
         0,
         ge=0,
         description=(
-            "Most HTTP connections open at once (0: two per session of MCP_TEST_MAX_SESSIONS "
-            "and 256 more); never more than the open-file limit leaves."
+            "Most HTTP connections open at once (0: as many as the open-file limit leaves "
+            "room for); never more than that."
         ),
     )
     redis_max_connections: int = Field(

@@ -12,16 +12,27 @@ import asyncio
 import contextlib
 import json
 import re
+import sys
 import time
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx2
+import mcp_types
 import pytest
 import redis
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from starlette.types import Message, Receive, Scope, Send
 
+from services.cli.embedded_redis import free_port
+from services.server.asgi import FrontDoor
+from services.server.guard import BodyGate, Security
+from services.server.lifecycle import SessionCap
+from services.server.resume.get_streams import StreamLog, plain
+from services.server.sessions import SessionRegistry
 from tests.inproc import http_client
-from tests.lab import STATUS_URI, RawSession, connect
+from tests.lab import STATUS_URI, LabProcess, RawSession, connect, lab_env
 
 pytestmark = pytest.mark.anyio
 
@@ -243,3 +254,237 @@ async def test_a_guessed_event_id_replays_nothing(inproc, redis_client) -> None:
                 assert "events=" not in answer or "events=0" in answer, answer
     finally:
         await victim.close()
+
+
+@pytest.mark.process
+async def test_300_slow_connections_at_a_256_file_limit_leave_the_server_answering(
+    redis_url,
+) -> None:
+    """Connections that never finish their request head are closed after
+    MCP_TEST_HEAD_TIMEOUT_SECONDS, or sooner when a new connection needs their place
+    under the connection cap; the cap stays under the open-file limit, so accept
+    never fails; the log stays short."""
+    port = free_port()
+    env = lab_env(redis_url, port=str(port), head_timeout_seconds="3")
+    limited = (
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'services', 'server'])"
+    )
+    server = LabProcess(f"server:{port}", [sys.executable, "-c", limited], env)
+    try:
+        await server.await_line(r"\[lab\] server ready", timeout=30)
+        start = server.mark()
+        stop = anyio.Event()
+        closed: list[bool] = []
+        started = SlowStarts(300)
+        async with anyio.create_task_group() as slow:
+            for _ in range(300):
+                slow.start_soon(slow_head, port, stop, closed, started)
+            with anyio.fail_after(30):
+                await started.all.wait()  # all 300 connected (or refused) and sending
+            answered = 0
+            for _ in range(5):
+                with anyio.move_on_after(3):
+                    answered += await healthz(port)
+            stop.set()
+        assert answered == 5, f"/healthz answered {answered} of 5 beside 300 slow connections"
+        assert sum(closed) >= 100, f"only {sum(closed)} slow connections were closed"
+        lines = server.lines[start:]
+        assert len(lines) < 100, lines[:20]
+        assert not any("Traceback" in line for line in lines), lines[:20]
+        await server.await_line(r"\[lab\] connections: .*closed", since=start, timeout=5)
+        # A connection that says nothing is closed at the head deadline (3 s here).
+        async with await anyio.connect_tcp("127.0.0.1", port) as silent:
+            with anyio.fail_after(6):
+                try:
+                    said = await silent.receive()
+                except anyio.EndOfStream:
+                    said = b""
+            assert said == b"", said
+    finally:
+        await anyio.to_thread.run_sync(server.stop)
+
+
+class SlowStarts:
+    """Counts slow connections that started; ``all`` is set once every one has."""
+
+    def __init__(self, expected: int) -> None:
+        self.left = expected
+        self.all = anyio.Event()
+
+    def one(self) -> None:
+        self.left -= 1
+        if not self.left:
+            self.all.set()
+
+
+async def slow_head(port: int, stop: anyio.Event, closed: list[bool], started: SlowStarts) -> None:
+    """One connection sending a request head a line a second, never ending it;
+    notes in ``closed`` whether the server closed it first."""
+    try:
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+    except OSError:
+        closed.append(True)
+        started.one()
+        return
+    counted = False
+    async with stream:
+        try:
+            await stream.send(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+            started.one()
+            counted = True
+            while not stop.is_set():
+                with anyio.move_on_after(1):
+                    if not await stream.receive():
+                        break
+                await stream.send(b"X-Slow: 1\r\n")
+        except (OSError, anyio.EndOfStream, anyio.BrokenResourceError):
+            closed.append(True)
+            if not counted:
+                started.one()  # refused before its first line went out
+            return
+        closed.append(not stop.is_set())
+
+
+async def healthz(port: int) -> bool:
+    """One GET /healthz on a new connection: True when answered 200."""
+    try:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            return (await stream.receive()).startswith(b"HTTP/1.1 200")
+    except (OSError, anyio.EndOfStream):
+        return False
+
+
+LISTEN = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "subscriptions/listen",
+    "params": {
+        "notifications": {"resourceSubscriptions": [STATUS_URI]},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-listener", "version": "1"},
+        },
+    },
+}
+LISTEN_HEADERS = {
+    **HEADERS,
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "subscriptions/listen",
+}
+
+
+async def test_sse_sessions_and_listen_streams_count_in_the_session_cap(inproc) -> None:
+    server, url = await inproc.server(max_sessions="2")
+    base = url.removesuffix("/mcp")
+    info = mcp_types.Implementation(name="capped-listener", version="1")
+    async with client_of(url) as http, contextlib.AsyncExitStack() as held:
+        sse = await held.enter_async_context(http.stream("GET", f"{base}/sse"))
+        assert sse.status_code == 200
+        modern = Client(streamable_http_client(url, http_client=client_of(url)), client_info=info)
+        client = await held.enter_async_context(modern)
+        await held.enter_async_context(client.listen(resource_subscriptions=[STATUS_URI]))
+        await server.await_line(r"\[subscriptions/listen\] uri=test://review/status .*capped")
+
+        refused = await http.post(url, json=INIT_BODY, headers=HEADERS)
+        assert refused.status_code == 503 and "retry-after" in refused.headers
+        with anyio.fail_after(10):  # let in, an SSE stream would not end
+            assert (await http.get(f"{base}/sse")).status_code == 503
+        listen = await http.post(url, json=LISTEN, headers=LISTEN_HEADERS)
+        assert listen.status_code == 503 and "retry-after" in listen.headers
+        await server.await_line(r"\[lab\] session cap reached.*legacy SSE")
+        await server.await_line(r"\[lab\] session cap reached.*subscriptions/listen")
+    async with client_of(url) as http:  # both closed: room again
+        with anyio.fail_after(10):
+            while (await http.get(f"{base}/healthz")).json()["other_sessions"]:
+                await anyio.sleep(0.05)
+        assert (await http.post(url, json=INIT_BODY, headers=HEADERS)).status_code == 200
+
+
+INIT_BODY = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "capped", "version": "0"},
+    },
+}
+
+
+class HeldApp:
+    """An ASGI app that reads its body and answers 200 once released."""
+
+    def __init__(self) -> None:
+        self.entered: list[bytes] = []
+        self.release = anyio.Event()
+        self._arrived = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = (await receive()).get("body", b"")
+        self.entered.append(body)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def wait_entered(self, count: int) -> None:
+        with anyio.fail_after(5):
+            while len(self.entered) < count:
+                await self._arrived.wait()
+
+
+async def test_a_request_id_already_in_flight_in_its_session_gets_an_error() -> None:
+    """The SDK keys a session's response streams by request id: a second request
+    with an id still in flight took the first one's place, and one of them was never
+    answered. The front door answers the second with an error instead."""
+    app = HeldApp()
+    door = FrontDoor(
+        app,
+        path="/mcp",
+        streams=StreamLog(plain(app), SessionRegistry()),
+        cap=SessionCap(app, max_sessions=10, retry_after=1),
+    ).secured(Security(None, BodyGate(None, 4096)))
+    answers: dict[str, list[Message]] = {}
+
+    async def post(name: str, session: bytes, request_id: object) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping"}).encode()
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/mcp",
+            "headers": [(b"mcp-session-id", session), (b"content-length", b"%d" % len(body))],
+            "query_string": b"",
+        }
+        sent: list[Message] = []
+        answers[name] = sent
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await door(scope, receive, send)
+
+    with anyio.fail_after(10):  # a second request held like the first would never end
+        async with anyio.create_task_group() as group:
+            group.start_soon(post, "first", b"abc", 7)
+            await app.wait_entered(1)
+            await post("again", b"abc", "7")  # the SDK keys ids as strings: 7 and "7" collide
+            group.start_soon(post, "other id", b"abc", 8)
+            group.start_soon(post, "other session", b"def", 7)
+            await app.wait_entered(3)
+            app.release.set()
+    assert answers["again"][0]["status"] == 400
+    error = json.loads(answers["again"][1]["body"])
+    assert error["id"] == "7" and error["error"]["code"] == -32600, error
+    assert len(app.entered) == 3
+    for name in ("first", "other id", "other session"):
+        assert answers[name][0]["status"] == 200, name
+    await post("later", b"abc", 7)  # no longer in flight
+    assert answers["later"][0]["status"] == 200 and len(app.entered) == 4

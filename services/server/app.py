@@ -170,6 +170,7 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
         settings.max_sessions,
         feed,
         settings.auth_token,
+        lab.long_lived,
     )
 
     return server, lab
@@ -188,7 +189,14 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fro
         session_idle_timeout=settings.session_idle_seconds,
         json_response=settings.post_responses == "json",
     )
-    lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused)
+    cap = lifecycle.SessionCap(
+        app,
+        max_sessions=settings.max_sessions,
+        retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
+        http_sessions=lab.http_sessions.open,
+        others=lab.long_lived,
+    )
+    lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused, lab.long_lived)
     if settings.sse_path:
         sse = create_sse_app(
             server=server,
@@ -216,10 +224,7 @@ def http_app(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fro
         path=normal_path(settings.path),
         # Sees every GET stream, resumed ones too (before Resume).
         streams=StreamLog(get_stream, lab.registry, lab.recorder.stream),
-        cap=lifecycle.SessionCap(
-            app,
-            max_sessions=settings.max_sessions,
-            retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
-        ),
+        cap=cap,
+        sse_path=normal_path(settings.sse_path) if settings.sse_path else None,
     )
     return front, lab

@@ -53,14 +53,19 @@ _ACCEPT_FAILED = "socket.accept() out of system resource"
 
 
 def connection_cap(settings: LabSettings) -> tuple[int, str | None]:
-    """The most connections to hold open: ``MCP_TEST_MAX_CONNECTIONS``, or when 0
-    two per session of the session cap and some; never more than the open-file
-    limit leaves (with a warning when it says less)."""
-    wanted = settings.max_connections or settings.max_sessions * _PER_SESSION + _BESIDES_SESSIONS
+    """The most connections to hold open, and a warning when the open-file limit
+    holds fewer than ``MCP_TEST_MAX_CONNECTIONS`` asks for. When that is 0: as many
+    as the open-file limit leaves room for (the server raised it for its session
+    cap at start: ``lifecycle.open_files_for``), or without a limit two per
+    session of the cap and 256 more."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return wanted, None
+        wanted = settings.max_connections or settings.max_sessions * _PER_SESSION
+        return wanted + (0 if settings.max_connections else _BESIDES_SESSIONS), None
     fits = max(_MIN_CONNECTIONS, soft - _FILES_SPARE - settings.redis_max_connections)
+    wanted = settings.max_connections
+    if not wanted:
+        return fits, None
     if fits >= wanted:
         return wanted, None
     return fits, (

@@ -12,6 +12,7 @@ The reports come from the server's one :class:`~services.server.dashboard_feed.D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from fastmcp import FastMCP
@@ -40,6 +41,7 @@ def add_routes(
     max_sessions: int,
     feed: DashboardFeed,
     auth_token: str | None = None,
+    other_sessions: Callable[[], int] = lambda: 0,
 ) -> None:
     """Register the dashboard and health routes on ``server``. With ``auth_token``
     the page (reached with the token: the guard let it through) sets the cookie its
@@ -84,6 +86,7 @@ def add_routes(
             "ignored": relay.messages_ignored,
             "sessions": len(registry),
             "http_sessions": http_sessions.open(),
+            "other_sessions": other_sessions(),
             "max_sessions": max_sessions,
             "events_lost": recorder.lost,
             "dashboard_streams": feed.streams,

@@ -85,6 +85,8 @@ class Lab:
     catalog: Catalog
     writer: BatchWriter
     http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
+    # Legacy SSE sessions and listen streams open (in the session cap with http_sessions).
+    long_lived: lifecycle.LongLived = field(default_factory=lifecycle.LongLived)
     # Redis clean-ups of ended sessions still running (see clean_up_later).
     cleanups: set[asyncio.Task[None]] = field(default_factory=set)
 
