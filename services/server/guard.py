@@ -1,11 +1,12 @@
 """Who may talk to the server over HTTP: Host/Origin checks, an optional token, a body limit.
 
-Host and Origin are checked on every route (MCP, SSE, dashboard) by FastMCP's
-``HostOriginGuardMiddleware`` in strict mode: a Host outside the loopback names
-and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin from another site 403, as the
-MCP spec requires. With ``MCP_TEST_AUTH_TOKEN`` set, every request but
-``GET /healthz`` needs ``Authorization: Bearer <token>``, else 401. A browser
-cannot send that header, so the dashboard page alone (``GET /``) also takes
+Host and Origin are checked on every route (MCP, SSE, dashboard), each read as
+a host and a port (:mod:`services.server.host_origin`): a Host outside the
+loopback names and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin that is not the
+server's own or in ``MCP_TEST_ALLOWED_ORIGINS`` 403, as the MCP spec requires.
+With ``MCP_TEST_AUTH_TOKEN`` set, every request but ``GET /healthz`` needs
+``Authorization: Bearer <token>``, else 401. A browser cannot send that header,
+so the dashboard page alone (``GET /``) also takes
 ``?token=<token>``, and hands the browser a cookie (HttpOnly, SameSite=Strict,
 an HMAC of the token, not the token) that the page's own data requests
 (``GET /api/report``, ``GET /api/stream``) carry; it opens nothing else.
@@ -37,10 +38,10 @@ from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from fastmcp.server.http import HostOriginGuardMiddleware
 from starlette.types import Message, Receive, Scope, Send
 
 from services import untrusted
+from services.server.host_origin import HostOrigin
 from services.settings import LabSettings
 
 if TYPE_CHECKING:
@@ -59,10 +60,6 @@ def dashboard_cookie(token: str) -> str:
     """The dashboard cookie's value for ``token``: an HMAC of it, so the cookie is
     no bearer token for anything but the dashboard's data."""
     return hmac.new(token.encode(), b"mcp-subscribe-lab dashboard", hashlib.sha256).hexdigest()
-
-
-def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 async def _refuse(
@@ -231,37 +228,31 @@ def _cookie_of(header: bytes) -> str | None:
     return None if morsel is None else morsel.value
 
 
-_ALLOWED = "mcp_lab.host_origin_allowed"
-
-
-async def _mark_allowed(scope: Scope, receive: Receive, send: Send) -> None:
-    scope[_ALLOWED] = True
-
-
 class HostOriginCheck:
-    """FastMCP's Host/Origin check (``HostOriginGuardMiddleware``, strict) as a
-    check: :meth:`allows` sends its 421 or 403 and says False, or says True."""
+    """The Host/Origin check (:class:`~services.server.host_origin.HostOrigin`):
+    :meth:`allows` sends its 421 or 403 and says False, or says True."""
 
     def __init__(self, allowed_hosts: str, allowed_origins: str) -> None:
-        self._guard = HostOriginGuardMiddleware(
-            _mark_allowed,
-            allowed_hosts=_split(allowed_hosts),
-            allowed_origins=_split(allowed_origins),
-            mode="strict",
-        )
+        self._rules = HostOrigin(allowed_hosts, allowed_origins)
 
-    async def allows(self, scope: Scope, receive: Receive, send: Send, announced: bool) -> bool:
+    async def allows(
+        self, scope: Scope, headers: dict[bytes, bytes], send: Send, announced: bool
+    ) -> bool:
         """Whether the request's Host and Origin pass; a refusal (sent here) closes
         the connection when a body was announced (it is not read)."""
-        await self._guard(scope, receive, send if not announced else _closing(send))
-        return bool(scope.pop(_ALLOWED, False))
-
-
-def _closing(send: Send) -> Send:
-    async def sending(message: Message) -> None:
-        await send(_with_close(message))
-
-    return sending
+        host = headers.get(b"host", b"").decode("latin-1")
+        server = scope.get("server") or (None, None)
+        if not self._rules.host_allowed(host, server[0]):
+            await _refuse(send, 421, "misdirected request: Host not served here", [], announced)
+            return False
+        origin = headers.get(b"origin")
+        scheme = scope.get("scheme", "http")
+        if origin is not None and not self._rules.origin_allowed(
+            origin.decode("latin-1"), host, scheme, server[1]
+        ):
+            await _refuse(send, 403, "forbidden Origin", [], announced)
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -290,7 +281,7 @@ class Security:
             announced = (
                 b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
             )
-            if not await self.host_origin.allows(scope, receive, send, announced):
+            if not await self.host_origin.allows(scope, headers, send, announced):
                 return None
         return await self.gate.admit(scope, headers, receive, send)
 

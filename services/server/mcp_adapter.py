@@ -20,9 +20,6 @@ Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
   Streamable HTTP, whose lifespan the lab's app runs (app.py).
 * ``ServerSession.send_resource_updated`` drops a message silently when no
   stream is open (sessions.py, get_streams.py track streams for the evidence).
-* ``fastmcp.server.http.HostOriginGuardMiddleware`` passing the request's own
-  ``scope`` dict to the app it wraps (guard.HostOriginCheck learns the verdict
-  from it; if that changes, every request is refused: it fails closed).
 
 FastMCP's middleware chain: :func:`typed_hooks_run_now` reads fastmcp 4.2's
 ``fastmcp.server.middleware.middleware._dispatch_phase`` ContextVar, for the
