@@ -20,6 +20,9 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  session (fields ``stream``, ``message``, ``tag``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
 ``mcp:replica:{replica}:alive``   set by a running server replica, expires shortly after
+``mcp:replica:{replica}:live``    pub/sub channel the replica's relay listens on (nobody
+                                 publishes there): it has a subscriber exactly while the
+                                 replica's process lives, gone at once when it is killed
 ``mcp:replica:{replica}:sessions`` set of the subscribed session ids a replica holds; once its
                                  heartbeat is gone, any replica drops them from the subscriber sets
 updates channel                  pub/sub, default ``mcp:resources:updated``
@@ -87,6 +90,11 @@ def session_owner_key(session: str) -> str:
 def replica_heartbeat_key(replica: str) -> str:
     """Key a server replica refreshes while it runs."""
     return f"mcp:replica:{replica}:alive"
+
+
+def replica_channel(replica: str) -> str:
+    """The channel ``replica`` listens on while its process lives (``PUBSUB NUMSUB``)."""
+    return f"mcp:replica:{replica}:live"
 
 
 REPLICA_SESSIONS_PATTERN = "mcp:replica:*:sessions"
@@ -247,6 +255,8 @@ class Transport(StrEnum):
 
 REASON_IDLE = "idle"
 REASON_UNADVERTISED = "unadvertised"
+# A session/end recorded for a session whose server replica died (see lifecycle.py).
+REASON_REPLICA_GONE = "replica-gone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,8 +269,11 @@ class Event:
     tail served by another replica). ``error`` is the JSON-RPC error code the
     server answered with, if any. ``reason`` says why the server did something
     the client did not ask for: :data:`REASON_IDLE` on a ``session/end`` (the
-    server closed a session the client had left open), :data:`REASON_UNADVERTISED`
-    on a list request answered though its capability was not advertised.
+    server closed a session the client had left open), :data:`REASON_REPLICA_GONE`
+    on a ``session/end`` of a session that died with its server (its ``uri`` and
+    ``version``: the version its state had then, so an update applied but never
+    delivered shows), :data:`REASON_UNADVERTISED` on a list request answered
+    though its capability was not advertised.
     """
 
     ts_ms: int

@@ -32,7 +32,8 @@ from services.server.lifecycle import SessionCap
 from services.server.resume.get_streams import StreamLog, plain
 from services.server.sessions import SessionRegistry
 from tests.inproc import http_client
-from tests.lab import STATUS_URI, LabProcess, RawSession, connect, lab_env
+from tests.lab import STATUS_URI, LabProcess, RawSession, amcp_lab, connect, lab_env
+from tests.test_resume import get_headers, get_stream, subscribed_raw
 
 pytestmark = pytest.mark.anyio
 
@@ -488,3 +489,43 @@ async def test_a_request_id_already_in_flight_in_its_session_gets_an_error() -> 
         assert answers[name][0]["status"] == 200, name
     await post("later", b"abc", 7)  # no longer in flight
     assert answers["later"][0]["status"] == 200 and len(app.entered) == 4
+
+
+@pytest.mark.process
+async def test_a_session_whose_server_died_is_404_at_once_and_marked_in_the_report(
+    lab, redis_client
+) -> None:
+    """A server killed with SIGKILL: resuming one of its sessions elsewhere answers 404
+    at once (its heartbeat is still there for seconds), and once its heartbeat is gone
+    the evidence says the session died with its server, naming the update it never got."""
+    owner, owner_url = await lab.aserver(update_delay_seconds="0.2", replica_heartbeat_seconds="2")
+    other, other_url = await lab.aserver(replica_heartbeat_seconds="2")
+    await lab.aupdater(update_delay_seconds="0.2")
+    raw = await subscribed_raw(owner_url, "orphan")
+    try:
+        async with get_stream(owner_url, raw.session_id) as stream:
+            priming = await stream.next()
+        await owner.await_line(r"\[stream/close\] .*client=orphan/")
+        # The update is applied and published while no GET stream is open: not delivered.
+        await owner.await_line(r"\[notification/send\] .*client=orphan/.*delivered=no")
+        await anyio.to_thread.run_sync(owner.kill)
+        started = time.monotonic()
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.get(other_url, headers=get_headers(raw.session_id, priming.id))
+        assert response.status_code == 404, response.status_code
+        assert time.monotonic() - started < 2
+        await other.await_line(r"\[lab\] replica \w+ is gone", timeout=30)
+    finally:
+        await raw.close()
+    ended = [
+        fields
+        for _, fields in redis_client.xrange("mcp:events")
+        if fields["session"] == raw.session_id and fields["method"] == "session/end"
+    ]
+    assert len(ended) == 1, ended
+    assert ended[0]["reason"] == "replica-gone" and ended[0]["version"] == "2", ended[0]
+    # The report puts the session/end in the orphan's timeline (its client is known there).
+    result = await amcp_lab(lab_env(lab.redis_url), "report", "--format", "json")
+    (orphan,) = [c for c in json.loads(result.stdout)["clients"] if c["client"] == "orphan"]
+    timeline = orphan["sessions"][0]["events"]
+    assert timeline[-1]["method"] == "session/end" and timeline[-1]["version"] == 2, timeline

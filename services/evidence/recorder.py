@@ -206,9 +206,12 @@ class Recorder:
         (``in``), or an event without data written on it (``out``, ``stream/priming``)."""
         await self.record(_event(peer, direction, method, now_ms(), None, None))
 
-    async def ended(self, peer: Peer, reason: str) -> None:
-        """Record that the server ended ``peer``'s session, and why (``idle``)."""
-        event = _event(peer, "out", SESSION_END, now_ms(), None, None)
+    async def ended(
+        self, peer: Peer, reason: str, uri: str | None = None, version: int | None = None
+    ) -> None:
+        """Record that ``peer``'s session ended without the client, and why (``idle``,
+        ``replica-gone``); with the version of ``uri`` its state had then."""
+        event = _event(peer, "out", SESSION_END, now_ms(), uri, version)
         await self.record(dataclasses.replace(event, reason=reason))
 
     def middleware(

@@ -61,8 +61,9 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
     # One task writes evidence and resume events in batches (see services.writer).
     writer = BatchWriter(redis, max_queue=settings.write_queue_max)
     recorder = Recorder(redis, settings.events_max, writer)
-    relay = Relay(settings, redis, registry, recorder, catalog)
-    lab = Lab(settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer)
+    replica = new_replica_id()
+    relay = Relay(settings, redis, registry, recorder, catalog, replica)
+    lab = Lab(settings, redis, registry, recorder, relay, replica, catalog, writer)
     feed = DashboardFeed(
         settings.redis_url,
         recorder,
@@ -85,7 +86,10 @@ def build_lab(settings: LabSettings, catalog: Catalog = LAB_CATALOG) -> tuple[Fa
                 name="heartbeat",
             ),
             asyncio.create_task(
-                lifecycle.sweep_forever(redis, lab.replica, catalog.uris()), name="sweep"
+                lifecycle.sweep_forever(
+                    redis, lab.replica, catalog.uris(), on_dropped=lab.died_with_replica
+                ),
+                name="sweep",
             ),
             asyncio.create_task(trim.keep_under(redis, settings.events_max_bytes), name="trim"),
         ]

@@ -32,7 +32,7 @@ import asyncio
 import json
 import logging
 import resource
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import cast
 
@@ -180,12 +180,22 @@ async def _members(redis: Redis, key: str) -> set[str]:
     return cast(set[str], await redis.smembers(key))
 
 
-async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -> int:
+# Told, once per dead replica and by one replica only, the sessions dropped and the
+# URIs each was subscribed to.
+OnDropped = Callable[[dict[str, list[str]]], Awaitable[None]]
+
+
+async def sweep_dead_replicas(
+    redis: Redis, replica: str, uris: Iterable[str], on_dropped: OnDropped | None = None
+) -> int:
     """Drop the subscribers of every replica whose heartbeat is gone; how many.
 
     A session id that a live replica also holds (a 2026-07-28 client's key is
     shared by its listen streams, on any replica) is kept in the subscriber sets.
+    ``on_dropped`` hears of the sessions dropped, from the one replica whose
+    sweep removed the dead replica's set (several may sweep at once).
     """
+    uris = list(uris)
     live: set[str] = set()
     dead: list[tuple[str, str]] = []
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
@@ -200,12 +210,20 @@ async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -
         pipe = redis.pipeline(transaction=True)
         if stale:
             for uri in uris:
+                pipe.smismember(contract.subscribers_key(uri), stale)
                 pipe.srem(contract.subscribers_key(uri), *stale)
             for session in stale:
                 pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
         pipe.delete(key)
-        await pipe.execute()
+        replies = await pipe.execute()
         dropped += len(stale)
+        if stale and on_dropped is not None and replies[-1]:  # this sweep removed the set
+            held: dict[str, list[str]] = {session: [] for session in stale}
+            for at, uri in enumerate(uris):
+                for session, member in zip(stale, replies[2 * at], strict=True):
+                    if member:
+                        held[session].append(uri)
+            await on_dropped(held)
         shown = ", ".join(stale[:5]) + (f" ...({len(stale)})" if len(stale) > 5 else "")
         logger.warning(
             "[lab] replica %s is gone (no heartbeat): dropped its %d subscribed session(s) "
@@ -240,12 +258,16 @@ async def report_unowned(redis: Redis, uris: Iterable[str]) -> list[str]:
 
 
 async def sweep_forever(
-    redis: Redis, replica: str, uris: list[str], every: float = SWEEP_SECONDS
+    redis: Redis,
+    replica: str,
+    uris: list[str],
+    every: float = SWEEP_SECONDS,
+    on_dropped: OnDropped | None = None,
 ) -> None:
     """Run :func:`sweep_dead_replicas` now and every ``every`` seconds until cancelled;
     once, at start, report the subscribers no replica claims."""
     try:
-        await sweep_dead_replicas(redis, replica, uris)
+        await sweep_dead_replicas(redis, replica, uris, on_dropped)
         await report_unowned(redis, uris)
     except (RedisError, OSError, UnicodeDecodeError) as exc:
         # UnicodeDecodeError: a member someone wrote into a set by hand.
@@ -254,7 +276,7 @@ async def sweep_forever(
         stop_if_cancelled()  # a Redis send may have swallowed the cancellation
         await asyncio.sleep(every)
         try:
-            await sweep_dead_replicas(redis, replica, uris)
+            await sweep_dead_replicas(redis, replica, uris, on_dropped)
         except (RedisError, OSError, UnicodeDecodeError) as exc:
             logger.warning("[lab] stale subscriber sweep failed (%s); retrying", exc)
 

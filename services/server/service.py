@@ -197,6 +197,25 @@ class Lab:
         else:
             event("session/end", "closed", peer, f"subscriptions={len(uris)}")
 
+    async def died_with_replica(self, sessions: dict[str, list[str]]) -> None:
+        """Record the end of sessions whose server replica died (``sessions``: each one's
+        subscribed URIs): a ``session/end`` with reason ``replica-gone`` per URI, with
+        the version its state has now, so an update applied but never delivered
+        shows in the report. Only the session id is known here (not its client): the
+        report names the client from the session's earlier evidence."""
+        for session, uris in sessions.items():
+            peer = Peer(session=session)
+            held: list[str | None] = list(uris) or [None]
+            for uri in held:
+                version = None
+                if uri is not None:
+                    try:
+                        version = await state.read_version(self.redis, self.scope(peer), uri)
+                    except (RedisError, OSError) as exc:
+                        logger.warning("[lab] could not read the state of %s: %s", session, exc)
+                event("session/end", "its server replica is gone", peer, f"version={version}")
+                await self.recorder.ended(peer, contract.REASON_REPLICA_GONE, uri, version)
+
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""
         kind = GetStreamEvents if self.settings.post_responses == "json" else RedisEventStore

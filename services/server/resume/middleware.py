@@ -79,12 +79,18 @@ async def heartbeat(
 
 
 async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> bool:
-    """Whether another live replica holds ``session``."""
+    """Whether another live replica holds ``session``: its heartbeat is there, and its
+    relay listens on its own channel. The heartbeat outlives a killed process by up to
+    its lifetime; the channel's subscriber is gone as soon as the process is, so a
+    resume of a session that died with its server is answered 404 at once."""
     # The owner's replica id: str, as the server's client decodes replies.
     owner = cast(str | None, await redis.get(contract.session_owner_key(session)))
     if not owner or owner == replica:
         return False
-    return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
+    if not await redis.exists(contract.replica_heartbeat_key(owner)):
+        return False
+    listening = await redis.pubsub_numsub(contract.replica_channel(owner))
+    return bool(listening and listening[0][1])
 
 
 class Resume:
