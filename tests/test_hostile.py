@@ -23,14 +23,16 @@ import pytest
 import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
 from services.cli.embedded_redis import free_port
 from services.server.asgi import FrontDoor
 from services.server.guard import BodyGate, Security
 from services.server.lifecycle import SessionCap
+from services.server.peers import Peer
 from services.server.resume.get_streams import StreamLog, plain
-from services.server.sessions import SessionRegistry
+from services.server.sessions import SessionRegistry, Subscriber
 from tests.inproc import http_client
 from tests.lab import STATUS_URI, LabProcess, RawSession, amcp_lab, connect, lab_env
 from tests.test_resume import get_headers, get_stream, subscribed_raw
@@ -529,3 +531,37 @@ async def test_a_session_whose_server_died_is_404_at_once_and_marked_in_the_repo
     (orphan,) = [c for c in json.loads(result.stdout)["clients"] if c["client"] == "orphan"]
     timeline = orphan["sessions"][0]["events"]
     assert timeline[-1]["method"] == "session/end" and timeline[-1]["version"] == 2, timeline
+
+
+async def test_a_listen_with_a_megabyte_client_name_gets_its_update(inproc) -> None:
+    """A 2026-07-28 client is keyed by its clientInfo; a whole 1 MB name made a job
+    the updater dropped (over 64 KB) after the listen was acknowledged."""
+    _, url = await inproc.server(update_delay_seconds="0.2")
+    updater = await inproc.updater(update_delay_seconds="0.2")
+    info = mcp_types.Implementation(name="n" * 1_000_000, version="1")
+    transport = streamable_http_client(url, http_client=client_of(url))
+    async with Client(transport, client_info=info) as client:
+        with anyio.fail_after(15):
+            async with client.listen(resource_subscriptions=[STATUS_URI]) as subscription:
+                async for update in subscription:
+                    assert update.uri == STATUS_URI
+                    break
+    assert not updater.matching(r"over 65536")
+
+
+async def test_a_job_over_the_size_the_updater_takes_is_refused_not_queued(
+    inproc, redis_client
+) -> None:
+    server, _ = await inproc.server()
+    lab = server.lab
+    peer = Peer(session="s" * 70_000, client_name="huge")
+
+    async def nothing(*_: object) -> None:
+        return None
+
+    subscriber = Subscriber(peer=peer, send_updated=nothing, send_list_changed=nothing)
+    with pytest.raises(MCPError) as refused:
+        await lab.subscribe(subscriber, STATUS_URI)
+    assert refused.value.error.code == mcp_types.INVALID_PARAMS
+    assert redis_client.xlen("mcp:jobs") == 0
+    assert lab.registry.subscribers(STATUS_URI) == []

@@ -137,6 +137,16 @@ class Lab:
         """Record ``peer`` as subscribed to ``uri`` and queue its update (one submit to
         the batch writer, its commands in this order); the job id."""
         job = contract.UpdateJob(uri=uri, target=self.scope(peer))
+        size = sum(len(key) + len(value.encode()) for key, value in job.fields().items())
+        if size > contract.MAX_MESSAGE_BYTES:
+            # The updater drops a job this large: refuse the subscribe (or listen) now
+            # rather than acknowledge it and never update. What a client chooses is cut
+            # (services/untrusted.py), so this is a guard, not a path a client takes.
+            logger.warning("[lab] job of %d bytes for session %s refused", size, peer.session[:64])
+            raise MCPError(
+                code=mcp_types.INVALID_PARAMS,
+                message=f"update job of {size} bytes is over {contract.MAX_MESSAGE_BYTES}",
+            )
 
         def add(pipe: Any) -> int:
             return state.subscribe_in(pipe, uri, peer.session, self.replica, job)
