@@ -15,7 +15,7 @@ process with the default settings (loopback, free ports). Not a test: figures on
   ``GET /healthz`` every second (answered or not), and the server's log lines
   and tracebacks over the window.
 
-    .venv/bin/python scripts/bench_hostile.py [redis] [dashboard] [slow]
+    .venv/bin/python scripts/bench_hostile.py [redis] [dashboard] [slow] [--set NAME=VALUE]
 """
 
 from __future__ import annotations
@@ -42,9 +42,14 @@ _READY = r"\[lab\] server ready .*relay=subscribed"
 _URI = "test://review/status"
 
 
+# Settings other than the defaults, from --set NAME=VALUE (MCP_TEST_NAME).
+SETTINGS: dict[str, str] = {}
+
+
 def start(redis_url: str, port: int, nofile: int | None = None) -> LabProcess:
-    """``mcp-lab server`` with the default settings on ``port`` (and an open-file limit)."""
-    env = lab_env(redis_url, port=str(port))
+    """``mcp-lab server`` with the default settings (and --set) on ``port``, and an
+    open-file limit when ``nofile`` is given."""
+    env = lab_env(redis_url, port=str(port), **SETTINGS)
     command = [sys.executable, "-m", "services", "server"]
     if nofile is not None:
         set_limit = (
@@ -263,7 +268,17 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=300)
     parser.add_argument("--nofile", type=int, default=256)
     parser.add_argument("--hold", type=float, default=30.0)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting other than its default (dashboard_max_streams=200)",
+    )
     args = parser.parse_args()
+    for item in args.set:
+        name, _, value = item.partition("=")
+        SETTINGS[name.strip().lower()] = value
     warnings.simplefilter("ignore")  # the SDK's deprecation of resources/subscribe
     for attack in args.attacks:
         if attack == "redis":
