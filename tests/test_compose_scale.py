@@ -251,6 +251,7 @@ async def _drive(
             for session in sessions:
                 setup.start_soon(opened, session)
         for client in sdk:
+            await client.read_text()  # levels from 4 up build on the read of version 1
             await client.session.subscribe_resource(STATUS_URI)
 
         # Spread and stickiness, as the balancer saw it.
