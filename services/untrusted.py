@@ -46,10 +46,12 @@ _CONTROLS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
 _ESCAPED = re.compile(f"[{_CONTROLS}\\\\]")
 _CONTROL_ONLY = re.compile(f"[{_CONTROLS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-# ASCII punctuation that markdown (CommonMark, with GFM's tables and strikethrough)
-# may read as inline syntax; '<', '>' and '&' become entities. A value never starts
-# a line, so the line-start markers ('#', '-', '1.') need nothing.
-_MARKDOWN = re.compile(r"([\\`*_\[\]!|~])")
+# ASCII punctuation by which markdown (CommonMark, GFM tables) would make a link,
+# an image, code or a table cell of a value, and the backslash of the escapes;
+# '<', '>' and '&' become entities (no HTML, no autolink). A value never starts a
+# line, so the line-start markers ('#', '-', '1.') need nothing; emphasis ('_',
+# '*') is left alone, so the lab's own words (MCP_TEST_...) stay readable.
+_MARKDOWN = re.compile(r"([\\`\[\]!|])")
 
 
 def cut(text: str, limit: int) -> str:
