@@ -20,9 +20,12 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
-                                 session (fields ``stream``, ``message``), for replay
+                                 session (fields ``stream``, ``message``, ``tag``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
 ``mcp:replica:{replica}:alive``   set by a running server replica, expires shortly after
+``mcp:replica:{replica}:live``    pub/sub channel the replica's relay listens on (nobody
+                                 publishes there): it has a subscriber exactly while the
+                                 replica's process lives, gone at once when it is killed
 ``mcp:replica:{replica}:sessions`` set of the subscribed session ids a replica holds; once its
                                  heartbeat is gone, any replica drops them from the subscriber sets
 updates channel                  pub/sub, default ``mcp:resources:updated``
@@ -67,10 +70,12 @@ def updater_heartbeat_key(consumer: str) -> str:
 
 # Resumable Streamable HTTP streams. Every SSE event a session is sent is kept
 # in its resume stream; an event's id (the ``Last-Event-ID`` a client resumes
-# with) is the stream entry id. An entry with an empty ``message`` is a priming
-# event: it carries an id and no message.
+# with) is the stream entry id and the entry's random ``tag``, ``<entry id>_<tag>``
+# (services/server/resume/eventstore.py), so it cannot be guessed from the time.
+# An entry with an empty ``message`` is a priming event: it carries an id and no message.
 RESUME_STREAM_FIELD = "stream"
 RESUME_MESSAGE_FIELD = "message"
+RESUME_TAG_FIELD = "tag"
 # Default lifetime of a replica's heartbeat (setting MCP_TEST_REPLICA_HEARTBEAT_SECONDS).
 REPLICA_HEARTBEAT_SECONDS = 15
 
@@ -88,6 +93,11 @@ def session_owner_key(session: str) -> str:
 def replica_heartbeat_key(replica: str) -> str:
     """Key a server replica refreshes while it runs."""
     return f"mcp:replica:{replica}:alive"
+
+
+def replica_channel(replica: str) -> str:
+    """The channel ``replica`` listens on while its process lives (``PUBSUB NUMSUB``)."""
+    return f"mcp:replica:{replica}:live"
 
 
 REPLICA_SESSIONS_PATTERN = "mcp:replica:*:sessions"
@@ -288,6 +298,8 @@ class Transport(StrEnum):
 
 REASON_IDLE = "idle"
 REASON_UNADVERTISED = "unadvertised"
+# A session/end recorded for a session whose server replica died (see lifecycle.py).
+REASON_REPLICA_GONE = "replica-gone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +312,11 @@ class Event:
     tail served by another replica). ``error`` is the JSON-RPC error code the
     server answered with, if any. ``reason`` says why the server did something
     the client did not ask for: :data:`REASON_IDLE` on a ``session/end`` (the
-    server closed a session the client had left open), :data:`REASON_UNADVERTISED`
-    on a list request answered though its capability was not advertised.
+    server closed a session the client had left open), :data:`REASON_REPLICA_GONE`
+    on a ``session/end`` of a session that died with its server (its ``uri`` and
+    ``version``: the version its state had then, so an update applied but never
+    delivered shows), :data:`REASON_UNADVERTISED` on a list request answered
+    though its capability was not advertised.
     """
 
     ts_ms: int

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING
+
+from services import untrusted
 
 if TYPE_CHECKING:
     from services.server.peers import Peer
@@ -22,9 +25,21 @@ _protocol = logging.getLogger("mcp_lab.protocol")
 
 
 def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
-    """Log one protocol event of ``peer``; ``extra`` fields go after the client."""
-    tail = f" {extra}" if extra else ""
-    _protocol.info("[%s] %s session=%s client=%s%s", tag, detail, peer.session, peer.client, tail)
+    """Log one protocol event of ``peer``; ``extra`` fields go after the client.
+
+    Every part may hold what a client chose (its clientInfo, a URI): each is cut
+    and escaped (services/untrusted.py), so the event is always one line and no
+    value in it can pass for another line or a terminal escape."""
+    limit = untrusted.LOG_PART_CHARS
+    tail = f" {untrusted.shown(extra, limit)}" if extra else ""
+    _protocol.info(
+        "[%s] %s session=%s client=%s%s",
+        tag,
+        untrusted.shown(detail, limit),
+        untrusted.shown(peer.session, limit),
+        untrusted.shown(peer.client, limit),
+        tail,
+    )
 
 
 # How much of a value a log line quotes: text, one raw value, fields of an entry.
@@ -35,7 +50,7 @@ _SHOWN_FIELDS = 6
 
 def shorten(text: str, limit: int = _SHOWN_TEXT_CHARS) -> str:
     """``text`` cut to ``limit`` characters for a log line."""
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+    return untrusted.cut(text, limit)
 
 
 def shown(value: bytes | str, limit: int = _SHOWN_VALUE_CHARS) -> str:
@@ -64,14 +79,40 @@ def shown_fields(raw: dict[bytes, bytes]) -> str:
 _LIBRARY_TAGS = {"uvicorn": "http"}
 
 
-class _LabFormatter(logging.Formatter):
-    """The lab's line format; a library's own lines get a ``[tag]`` like the lab's."""
+class OneLineFormatter(logging.Formatter):
+    """Each record's message as one line of bounded length, whoever logged it (the
+    lab, the SDK, uvicorn): control characters escaped, cut to
+    ``untrusted.LOG_MESSAGE_CHARS``; a library's own lines get a ``[tag]`` like the
+    lab's. A traceback, when there is one, follows as is."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
+        message = untrusted.cut(record.message, untrusted.LOG_MESSAGE_CHARS)
+        record.message = untrusted.escape_controls(message)
         tag = _LIBRARY_TAGS.get(record.name.partition(".")[0])
         if tag is not None:
             record.message = f"[{tag}] {record.message}"
         return super().formatMessage(record)
+
+
+class Throttled:
+    """A warning that may repeat often (an attacker can make it), logged at most once
+    every ``seconds``; the next one says how many were left out meanwhile."""
+
+    def __init__(self, log: logging.Logger, seconds: float) -> None:
+        self._log = log
+        self._seconds = seconds
+        self._last = float("-inf")
+        self._left_out = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last < self._seconds:
+            self._left_out += 1
+            return
+        if self._left_out:
+            message += f" (and {self._left_out} more like it in the last {self._seconds:g} s)"
+        self._last, self._left_out = now, 0
+        self._log.warning(message, *args)
 
 
 def setup_logging(level: str) -> None:
@@ -80,7 +121,7 @@ def setup_logging(level: str) -> None:
     ``log_config=None``, so its loggers reach this handler)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        _LabFormatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
+        OneLineFormatter("%(asctime)s.%(msecs)03d %(levelname)-7s %(message)s", "%H:%M:%S")
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -9,6 +9,7 @@ reads them; a bad value stops the process with one line naming the variable
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -70,6 +71,17 @@ def _one_line(value: str) -> str:
     return value
 
 
+_MEMORY = re.compile(r"^[0-9]+(b|k|kb|m|mb|g|gb)?$", re.IGNORECASE)
+
+
+def _memory(value: str) -> str:
+    if not _MEMORY.match(value.strip()):
+        raise ValueError(
+            "must be an amount of memory as Redis reads it (for example 1gb, 512mb, 0)"
+        )
+    return value.strip().lower()
+
+
 def _log_level(value: Any) -> Any:
     if isinstance(value, str) and value.strip().upper() in _LOG_LEVELS:
         return value.strip().upper()
@@ -104,6 +116,7 @@ OriginList = Annotated[str, AfterValidator(_origin_list)]
 Token = Annotated[str | None, AfterValidator(_token)]
 OneLine = Annotated[str, AfterValidator(_one_line)]
 LogLevel = Annotated[str, BeforeValidator(_log_level)]
+Memory = Annotated[str, AfterValidator(_memory)]
 RedisUrl = Annotated[str, AfterValidator(_redis_url)]
 ScenarioName = Annotated[str, AfterValidator(_scenario)]
 
@@ -219,6 +232,11 @@ class LabSettings(BaseSettings):
     events_max: int = Field(
         100_000, ge=1000, description="Events kept in the evidence record (older ones drop out)."
     )
+    events_max_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Redis memory the evidence record may take (older events drop out past it).",
+    )
     resumable: bool = Field(
         True, description="Keep each session's SSE events in Redis for Last-Event-ID resumption."
     )
@@ -275,11 +293,50 @@ class LabSettings(BaseSettings):
     dashboard_block_ms: int = Field(
         5000, ge=10, le=8000, description="Longest wait of the dashboard stream for new events."
     )
+    dashboard_max_streams: int = Field(
+        100, ge=1, description="Most dashboard streams (/api/stream) open at once; 503 past it."
+    )
+    dashboard_max_events: int = Field(
+        20_000,
+        ge=100,
+        description="Events a dashboard report reads at most (the newest of the run).",
+    )
     reconnect_backoff_max_seconds: float = Field(
         5.0, gt=0, description="Longest pause between reconnects of relay and updater to Redis."
     )
+    head_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="A connection that has not sent a whole request head this long is closed.",
+    )
+    keep_alive_seconds: int = Field(
+        5, ge=1, description="An idle keep-alive connection between requests is closed after this."
+    )
+    max_connections: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Most HTTP connections open at once (0: as many as the open-file limit leaves "
+            "room for); never more than that."
+        ),
+    )
     redis_max_connections: int = Field(
         100, ge=1, description="Redis connections the server opens at most (one shared pool)."
+    )
+    redis_maxmemory: Memory = Field(
+        "1gb",
+        description=(
+            "maxmemory of the Redis the lab starts (embedded, compose); writes fail past it, "
+            "nothing is evicted. 0: no limit."
+        ),
+    )
+    redis_client_buffer_limit: Memory = Field(
+        "64mb",
+        description=(
+            "Hard output-buffer limit of each normal client of the Redis the lab starts "
+            "(a client past it is disconnected). 0: no limit."
+        ),
     )
     redis_pool_timeout_seconds: float = Field(
         20.0,

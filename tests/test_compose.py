@@ -105,3 +105,19 @@ def test_every_variable_of_the_balancer_config_is_set_by_compose() -> None:
     assert used and used <= set(environment), sorted(used - set(environment))
     assert environment["LAB_SERVER_PORT"] == "${MCP_TEST_PORT:-8089}"
     assert environment["LAB_MCP_PATH"] == "${MCP_TEST_PATH:-/mcp}"
+
+
+def test_the_compose_redis_is_bounded_by_the_same_settings() -> None:
+    """The compose Redis runs with the maxmemory and client output-buffer limit of the
+    settings (their defaults), as the embedded one does."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    command = " ".join(compose["services"]["redis"]["command"])
+    defaults = LabSettings.model_fields
+    maxmemory = defaults["redis_maxmemory"].default
+    buffers = defaults["redis_client_buffer_limit"].default
+    assert f"--maxmemory ${{MCP_TEST_REDIS_MAXMEMORY:-{maxmemory}}}" in command, command
+    assert "--maxmemory-policy noeviction" in command, command
+    assert (
+        "--client-output-buffer-limit normal "
+        f"${{MCP_TEST_REDIS_CLIENT_BUFFER_LIMIT:-{buffers}}} 0 0" in command
+    ), command

@@ -81,3 +81,15 @@ def test_healthz_reports_redis_and_relay(lab) -> None:
     with urllib.request.urlopen(mcp_url.removesuffix("/mcp") + "/healthz", timeout=5) as reply:
         body = reply.read().decode()
     assert '"redis":"ok"' in body and '"relay":"subscribed"' in body
+
+
+def test_dashboard_with_a_token_opens_from_its_link_and_drops_the_token(lab, page, errors) -> None:
+    """``/?token=`` opens the page; its data comes with the cookie the page set (the
+    token in the query opens nothing else), and the token leaves the address bar."""
+    _, mcp_url = lab.server(auth_token="s3cret")
+    base = mcp_url.removesuffix("/mcp")
+    page.goto(f"{base}/?token=s3cret")
+    expect(page.locator("#status")).to_have_text("live")
+    expect(page.locator("#run-id")).not_to_have_text("—")  # the first report arrived
+    assert "token" not in page.url
+    assert errors == []

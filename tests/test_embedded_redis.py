@@ -5,7 +5,8 @@ from __future__ import annotations
 import redis
 
 from services import contract
-from services.cli.embedded_redis import start_redis
+from services.cli.embedded_redis import RedisLimits, start_redis
+from services.settings import LabSettings
 
 
 def test_a_short_resume_stream_takes_what_it_holds_not_a_whole_stream_node() -> None:
@@ -29,3 +30,23 @@ def test_a_short_resume_stream_takes_what_it_holds_not_a_whole_stream_node() -> 
             client.close()
     finally:
         server.stop()
+
+
+def test_the_embedded_redis_is_bounded_in_memory_and_client_buffers() -> None:
+    """A hostile client must not grow Redis until the kernel ends it (issue 20):
+    the Redis the lab starts has a maxmemory (writes fail past it, nothing is
+    evicted) and a hard output-buffer limit per client, from the settings."""
+    settings = LabSettings(_env_file=None, _env_prefix="MCP_LAB_EMBEDDED_UNUSED_")  # type: ignore[call-arg]
+    server = start_redis(limits=RedisLimits.of(settings))
+    try:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        try:
+            assert client.config_get("maxmemory")["maxmemory"] == str(1024**3)
+            assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+            buffers = client.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+            assert f"normal {64 * 1024**2} 0 0" in buffers, buffers
+        finally:
+            client.close()
+    finally:
+        server.stop()
+    assert RedisLimits() == RedisLimits.of(settings)  # the defaults are the settings' defaults

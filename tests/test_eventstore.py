@@ -47,7 +47,8 @@ async def test_one_bad_key_costs_only_its_own_session(redis_url) -> None:
         assert all(ids[i] for i in (0, 1, 3, 4)), ids
         for i in (0, 1, 3, 4):
             kept = await redis.xrange(contract.resume_key(sessions[i]))
-            assert [entry_id for entry_id, _ in kept] == [ids[i]]
+            # The id a client sees is the entry's id and its random tag.
+            assert [f"{entry_id}_{fields['tag']}" for entry_id, fields in kept] == [ids[i]]
             assert await redis.get(contract.session_owner_key(sessions[i])) == "replica-a"
     finally:
         await writer.close()

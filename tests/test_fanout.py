@@ -14,6 +14,7 @@ import pytest
 from services import contract
 from services.catalog import REVIEW_STATUS
 from services.server import mcp_adapter
+from services.server.resume.eventstore import entry_of
 from tests.test_resume import CHANNEL, SseStream, assert_updated, subscribed_raw
 from tests.test_resume_inproc import get_stream
 
@@ -97,8 +98,11 @@ async def test_one_publish_reaches_every_session_once_and_records_each_truthfull
     # Each event a client saw is the one kept for its session's resumption, and
     # the closed session's event is kept too: it can resume and get it.
     for raw, event in zip(listening, received, strict=True):
-        kept = redis_client.xrange(contract.resume_key(str(raw.session_id)), event.id, event.id)
+        entry = entry_of(str(event.id))
+        assert entry is not None, event.id
+        kept = redis_client.xrange(contract.resume_key(str(raw.session_id)), entry[0], entry[0])
         assert len(kept) == 1 and UPDATED in kept[0][1][contract.RESUME_MESSAGE_FIELD]
+        assert kept[0][1][contract.RESUME_TAG_FIELD] == entry[1]
     kept = redis_client.xrange(contract.resume_key(str(closed.session_id)))
     assert [e for e in kept if UPDATED in e[1][contract.RESUME_MESSAGE_FIELD]]
 

@@ -266,3 +266,14 @@ def test_the_report_and_the_readme_follow_the_declared_levels() -> None:
     assert [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows] == [
         (str(n), name) for n, name in LEVEL_NAMES.items()
     ]
+
+
+def test_a_session_whose_server_died_is_not_told_it_never_re_read() -> None:
+    gone = Event(
+        7000, "s1", "unknown", "?", "?", "streamable-http", "out", "session/end",
+        STATUS_URI, 2, reason="replica-gone",
+    )  # fmt: skip
+    score = score_session([CONNECT, LIST, READ_1, SUBSCRIBE, NOTIFIED, gone])
+    assert score.level == 5
+    assert "notified but never re-read" not in score.notes
+    assert any(n.startswith("its server replica died with the session") for n in score.notes)

@@ -67,12 +67,16 @@ def client_of(url: str) -> httpx2.AsyncClient:
     return client
 
 
-async def test_origin_from_another_site_gets_403_and_localhost_origins_pass(inproc) -> None:
+async def test_origin_from_another_site_gets_403_and_the_servers_own_origins_pass(inproc) -> None:
     _, url = await inproc.server()
+    port = urlsplit(url).port
     assert (await apost(url, INIT, Origin="https://evil.example")).status_code == 403
     sse = url.removesuffix("/mcp") + "/sse"
     assert (await aget(sse, Origin="https://evil.example")).status_code == 403
-    assert (await apost(url, INIT, Origin="http://localhost:3000")).status_code == 200
+    # Another program on this machine (another port) is another site too.
+    assert (await apost(url, INIT, Origin="http://localhost:3000")).status_code == 403
+    assert (await apost(url, INIT, Origin=f"http://localhost:{port}")).status_code == 200
+    assert (await apost(url, INIT, Origin=f"http://127.0.0.1:{port}")).status_code == 200
     assert (await apost(url, INIT)).status_code == 200  # no Origin: not a browser
 
 
@@ -80,8 +84,49 @@ async def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(inproc) ->
     _, url = await inproc.server(allowed_hosts="lab.internal", allowed_origins="https://ui.example")
     assert (await apost(url, INIT, Host="attacker.example")).status_code == 421
     assert (await apost(url, INIT, Host="lab.internal")).status_code == 200
+    assert (await apost(url, INIT, Host="lab.internal:8443")).status_code == 200
+    assert (await apost(url, INIT, Host="lab.internal.attacker.example")).status_code == 421
     assert (await apost(url, INIT, Origin="https://ui.example")).status_code == 200
     assert (await apost(url, INIT, Origin="https://other.example")).status_code == 403
+    assert (await apost(url, INIT, Origin="https://ui.example:8443")).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("127.0.0.1", 200),
+        ("127.0.0.1:{port}.evil.example", 421),
+        ("localhost:{port}@evil.example", 421),
+        ("127.0.0.1:abc", 421),
+        ("127.0.0.1:{port}:1", 421),
+        ("[::1", 421),
+        ("evil.example:{port}", 421),
+        ("", 421),
+    ],
+)
+async def test_host_is_read_as_a_host_and_a_port(inproc, host: str, status: int) -> None:
+    _, url = await inproc.server()
+    given = host.format(port=urlsplit(url).port)
+    assert (await apost(url, INIT, Host=given)).status_code == status, given
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:{port}.evil.example",
+        "http://localhost:{port}@evil.example",
+        "null",
+        "http://127.0.0.1:{port}/path",
+        "file://",
+    ],
+)
+async def test_an_origin_that_only_looks_like_the_servers_gets_403(inproc, origin: str) -> None:
+    _, url = await inproc.server()
+    given = origin.format(port=urlsplit(url).port)
+    assert (await apost(url, INIT, Origin=given)).status_code == 403, given
 
 
 async def test_auth_token_is_required_when_set(inproc) -> None:
@@ -94,7 +139,30 @@ async def test_auth_token_is_required_when_set(inproc) -> None:
     assert (await apost(url, INIT, Authorization="Bearer s3cret")).status_code == 200
     assert (await aget(f"{base}/healthz")).status_code == 200
     assert (await aget(f"{base}/api/report")).status_code == 401
-    assert (await aget(f"{base}/api/report?token=s3cret")).status_code == 200
+    assert (await aget(f"{base}/api/report", Authorization="Bearer s3cret")).status_code == 200
+
+
+async def test_a_token_in_the_query_opens_only_the_dashboard_page(inproc) -> None:
+    """``?token=`` ends up in browser history and proxy logs: it is taken for the
+    page alone, which hands the browser a cookie for the dashboard's own data."""
+    _, url = await inproc.server(auth_token="s3cret")
+    base = url.removesuffix("/mcp")
+    assert (await aget(f"{base}/api/report?token=s3cret")).status_code == 401
+    assert (await aget(f"{base}/api/stream?token=s3cret")).status_code == 401
+    assert (await apost(f"{url}?token=s3cret", INIT)).status_code == 401
+    page = await aget(f"{base}/?token=s3cret")
+    assert page.status_code == 200
+    cookie = page.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "s3cret" not in cookie
+    name_value = cookie.split(";", 1)[0]
+    assert (await aget(f"{base}/api/report", Cookie=name_value)).status_code == 200
+    async with (
+        client_of(url) as client,
+        client.stream("GET", f"{base}/api/stream", headers={"Cookie": name_value}) as stream,
+    ):
+        assert stream.status_code == 200
+    assert (await apost(url, INIT, Cookie=name_value)).status_code == 401  # not for MCP
+    assert (await aget(f"{base}/api/report", Cookie="mcp_lab_dashboard=guess")).status_code == 401
 
 
 def test_probe_sends_the_auth_token(lab) -> None:

@@ -14,15 +14,49 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.cli.lifeline import die_with_parent
+
+if TYPE_CHECKING:
+    from services.settings import LabSettings
 
 # Bytes per stream node (Redis' ``stream-node-max-bytes``, default 4096); see _command.
 STREAM_NODE_MAX_BYTES = 1024
 # How often a starting redis-server is asked whether it answers yet.
 _READY_POLL_SECONDS = 0.01
+
+
+@dataclass(frozen=True)
+class RedisLimits:
+    """What the Redis the lab starts may take (``MCP_TEST_REDIS_MAXMEMORY``,
+    ``MCP_TEST_REDIS_CLIENT_BUFFER_LIMIT``; the defaults are theirs): past
+    ``maxmemory`` writes fail (``noeviction``: the lab's state and evidence are never
+    evicted silently; a failed evidence write is counted as lost), and a normal
+    client whose unread replies pass ``client_buffer`` is disconnected."""
+
+    maxmemory: str = "1gb"
+    client_buffer: str = "64mb"
+
+    @classmethod
+    def of(cls, settings: LabSettings) -> RedisLimits:
+        return cls(settings.redis_maxmemory, settings.redis_client_buffer_limit)
+
+    def arguments(self) -> list[str]:
+        """redis-server's command-line arguments for these limits."""
+        return [
+            "--maxmemory",
+            self.maxmemory,
+            "--maxmemory-policy",
+            "noeviction",
+            "--client-output-buffer-limit",  # class, hard limit, soft limit, soft seconds
+            "normal",
+            self.client_buffer,
+            "0",
+            "0",
+        ]
 
 
 class RedisNotFound(RuntimeError):
@@ -75,6 +109,7 @@ class EmbeddedRedis:
     workdir: tempfile.TemporaryDirectory[str] | None = None
     persistent: bool = False
     die_with_parent: bool = False
+    limits: RedisLimits = field(default_factory=RedisLimits)
 
     @property
     def url(self) -> str:
@@ -97,7 +132,7 @@ class EmbeddedRedis:
         first if it runs) and wait until it answers, its data loaded."""
         self.halt()
         fsync = _fsync(self.workdir is not None, self.persistent)
-        command = _command(self.port, self.data_dir, fsync)
+        command = _command(self.port, self.data_dir, fsync, self.limits)
         self.process = _launch(command, self.port, timeout, self.die_with_parent)
 
     def wait_ready(self, timeout: float = 10.0, give_up: Callable[[], bool] | None = None) -> None:
@@ -122,7 +157,7 @@ def _fsync(temporary: bool, persistent: bool) -> str | None:
     return "always" if persistent else None
 
 
-def _command(port: int, data_dir: str, fsync: str | None) -> list[str]:
+def _command(port: int, data_dir: str, fsync: str | None, limits: RedisLimits) -> list[str]:
     command = [
         redis_binary("redis-server"),
         "--port",
@@ -140,6 +175,7 @@ def _command(port: int, data_dir: str, fsync: str | None) -> list[str]:
         # session where ~1.7 KB is used (docs/performance.md, "Memory and start-up").
         "--stream-node-max-bytes",
         str(STREAM_NODE_MAX_BYTES),
+        *limits.arguments(),
     ]
     if fsync is not None:
         return [*command, "--appendonly", "yes", "--appendfsync", fsync]
@@ -217,6 +253,7 @@ def launch_redis(
     persistent: bool = False,
     data_dir: Path | None = None,
     with_parent: bool = False,
+    limits: RedisLimits | None = None,
 ) -> EmbeddedRedis:
     """Start redis-server on ``port`` (a free one when None) WITHOUT waiting for it:
     call :meth:`EmbeddedRedis.wait_ready` before relying on it (``mcp-lab up`` starts
@@ -227,21 +264,23 @@ def launch_redis(
     temporary folder. With ``persistent`` the temporary data survives
     :meth:`EmbeddedRedis.halt` and :meth:`EmbeddedRedis.restart` (append-only
     file, synced on every write). ``with_parent``: the server ends when the
-    calling thread does (Linux parent-death signal).
+    calling thread does (Linux parent-death signal). ``limits``: its memory and
+    client buffers (the settings' defaults when None).
     """
     port = port or free_port()
+    limits = limits or RedisLimits()
     workdir = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="mcp-lab-redis-")
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     where = str(data_dir) if workdir is None else workdir.name
     try:
-        command = _command(port, where, _fsync(workdir is not None, persistent))
+        command = _command(port, where, _fsync(workdir is not None, persistent), limits)
         process = _spawn(command, with_parent)
     except BaseException:
         if workdir is not None:
             workdir.cleanup()
         raise
-    return EmbeddedRedis(process, port, where, workdir, persistent, with_parent)
+    return EmbeddedRedis(process, port, where, workdir, persistent, with_parent, limits)
 
 
 def start_redis(
@@ -251,10 +290,13 @@ def start_redis(
     persistent: bool = False,
     data_dir: Path | None = None,
     with_parent: bool = False,
+    limits: RedisLimits | None = None,
 ) -> EmbeddedRedis:
     """:func:`launch_redis`, then wait until the server answers (RuntimeError, its
     data removed, if it does not within ``timeout``)."""
-    embedded = launch_redis(port, persistent=persistent, data_dir=data_dir, with_parent=with_parent)
+    embedded = launch_redis(
+        port, persistent=persistent, data_dir=data_dir, with_parent=with_parent, limits=limits
+    )
     try:
         embedded.wait_ready(timeout)
     except BaseException:

@@ -26,7 +26,13 @@ from typing import IO
 
 from services.catalog import REVIEW_STATUS
 from services.cli import runtime
-from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, launch_redis
+from services.cli.embedded_redis import (
+    EmbeddedRedis,
+    RedisLimits,
+    RedisNotFound,
+    free_port,
+    launch_redis,
+)
 from services.cli.lifeline import PARENT_PID_ENV, die_with_parent
 from services.settings import LabSettings
 
@@ -220,7 +226,9 @@ def _redis_for_lab(
     try:
         # Not waited for here: _run starts the server (a second of imports) while
         # it comes up, then waits for it (_wait_for_redis).
-        embedded = launch_redis(port, data_dir=data_dir, with_parent=True)
+        embedded = launch_redis(
+            port, data_dir=data_dir, with_parent=True, limits=RedisLimits.of(settings)
+        )
     except (RedisNotFound, OSError) as exc:
         raise CannotStart(f"the embedded Redis did not start: {exc}") from None
     try:

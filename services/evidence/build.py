@@ -32,6 +32,8 @@ class Report:
     clients: list[ClientScore]
     missing: int  # events of the window that could not be recorded
     generated_ms: int
+    # The window's newest events only were scored (``max_events``): how many at most.
+    newest_only: int | None = None
 
 
 async def lab_scenario(redis: Redis, name: str | None = None) -> Scenario:
@@ -56,12 +58,14 @@ async def build(
     since_ms: int | None = None,
     scenario: str | None = None,
     unsaved_lost: int = 0,
+    max_events: int | None = None,
 ) -> Report:
     """The report of ``run`` (the current run when None), or of the events since
     ``since_ms``, scored in ``scenario`` (the lab's when None). ``unsaved_lost``:
     events a running server lost and could not count in Redis yet (added to those
-    counted there, for the current run). Raises LookupError for an unknown run or
-    scenario."""
+    counted there, for the current run). ``max_events``: score only the window's
+    newest events, at most that many (the dashboard's bound). Raises LookupError for
+    an unknown run or scenario."""
     played = await lab_scenario(redis, scenario)
     runs: list[str] = []  # resets inside a --since window
     if since_ms is not None:
@@ -70,9 +74,16 @@ async def build(
         runs = [entry_id.decode() for entry_id, _ in entries]
     else:
         run_id, first, last = await reader.run_bounds(redis, run)
-    events = await reader.read_events(redis, first, last)
+    cut = False
+    if max_events is None:
+        events = await reader.read_events(redis, first, last)
+    else:
+        events, cut = await reader.read_recent_events(redis, first, last, max_events)
     missing = await reader.lost_in_range(redis, first, last)
     if last == "+":
         missing += unsaved_lost
     clients = scoring.score_clients(events, runs, played)
-    return Report(run_id, since_ms, played, clients, missing, int(time.time() * 1000))
+    generated = int(time.time() * 1000)
+    return Report(
+        run_id, since_ms, played, clients, missing, generated, max_events if cut else None
+    )

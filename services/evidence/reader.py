@@ -95,6 +95,36 @@ async def read_events(redis: Redis, first: str, last: str = "+") -> list[contrac
     return events
 
 
+async def read_recent_events(
+    redis: Redis, first: str, last: str, limit: int
+) -> tuple[list[contract.Event], bool]:
+    """The newest ``limit`` entries recorded between two stream ids (inclusive), as
+    events in order (malformed ones left out, as :func:`read_events` does), and
+    whether older entries of that range were left out: a read of bounded size,
+    however long the run."""
+    entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+    end = last
+    while len(entries) <= limit:
+        wanted = min(_READ_PAGE, limit + 1 - len(entries))
+        page = await state.read_raw(
+            redis, "XREVRANGE", contract.EVENTS_STREAM, end, first, "COUNT", wanted
+        )
+        entries.extend(page)
+        if len(page) < wanted:
+            break
+        end = f"({page[-1][0].decode()}"
+    cut = len(entries) > limit
+    events: list[contract.Event] = []
+    skipped = _Skipped()
+    for entry_id, raw in reversed(entries[:limit]):
+        try:
+            events.append(parse_event(raw))
+        except contract.BadMessage as exc:
+            skipped.add(entry_id, str(exc), raw)
+    skipped.log()
+    return events, cut
+
+
 # datetime cannot show a time past the year 9999; the lab never records one.
 
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract
+from services import contract, untrusted
 from services.server.peers import Peer
 from services.writer import BatchWriter
 
@@ -207,9 +207,12 @@ class Recorder:
         (``in``), or an event without data written on it (``out``, ``stream/priming``)."""
         await self.record(_event(peer, direction, method, now_ms(), None, None))
 
-    async def ended(self, peer: Peer, reason: str) -> None:
-        """Record that the server ended ``peer``'s session, and why (``idle``)."""
-        event = _event(peer, "out", SESSION_END, now_ms(), None, None)
+    async def ended(
+        self, peer: Peer, reason: str, uri: str | None = None, version: int | None = None
+    ) -> None:
+        """Record that ``peer``'s session ended without the client, and why (``idle``,
+        ``replica-gone``); with the version of ``uri`` its state had then."""
+        event = _event(peer, "out", SESSION_END, now_ms(), uri, version)
         await self.record(dataclasses.replace(event, reason=reason))
 
     def middleware(
@@ -284,6 +287,8 @@ def _event(
     error: int | None = None,
     resumed: bool = False,
 ) -> contract.Event:
+    # The method and URI may be a client's own (an unknown method, an unknown URI):
+    # the record keeps them cut (services/untrusted.py); the peer's are cut already.
     return contract.Event(
         ts_ms=ts_ms,
         session=peer.session,
@@ -292,8 +297,8 @@ def _event(
         protocol=peer.protocol,
         transport=peer.transport,
         direction=direction,
-        method=method,
-        uri=uri,
+        method=untrusted.cut(method, untrusted.METHOD_CHARS),
+        uri=None if uri is None else untrusted.cut(uri, untrusted.URI_CHARS),
         version=version,
         delivered=delivered,
         error=error,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from services import untrusted
 from services.contract import Event, entry_time_ms
 from services.evidence.build import Report
 from services.evidence.scoring import (
@@ -18,6 +19,18 @@ from services.scenarios.scenario import Check
 _CHECKPOINT_TITLES: dict[str, str] = {
     lv.checkpoint: lv.title or lv.name for lv in LEVELS if lv.checkpoint is not None
 }
+
+
+# How much of a note (lab text that may quote a client's method) a rendering shows.
+_NOTE_CHARS = 300
+
+
+def _shown(value: str, *, markdown: bool = False, limit: int = untrusted.TABLE_CELL_CHARS) -> str:
+    """A value from the evidence (what a client chose: its name, version, methods;
+    or anything written into Redis) for a table cell or a markdown line: cut, its
+    control characters escaped, and for markdown its HTML and markdown syntax too
+    (services/untrusted.py). JSON needs none of this."""
+    return untrusted.for_markdown(value, limit) if markdown else untrusted.shown(value, limit)
 
 
 def levels_json() -> dict[str, Any]:
@@ -124,7 +137,12 @@ def to_json(report: Report) -> dict[str, Any]:
         if since_ms is not None
         else {"id": run_id, "started": iso(run_start_ms(run_id))},
         "since": iso(since_ms),
-        "window": window(run_id, since_ms),
+        "window": window(run_id, since_ms)
+        + (
+            f" (the newest {report.newest_only} events; older ones left out)"
+            if report.newest_only
+            else ""
+        ),
         "generated": iso(report.generated_ms),
         "missing_events": report.missing,
         "scenario": {"name": scenario.name, "summary": scenario.summary, "uri": scenario.watched},
@@ -169,11 +187,11 @@ def to_table(report: Report) -> str:
         by_title = {c.title: c.answer for c in client.checks}
         rows.append(
             [
-                f"{client.client}/{client.version}",
+                _shown(f"{client.client}/{client.version}"),
                 f"{client.level} {LEVEL_NAMES[client.level]}",
                 *(clock(best.checkpoints[c]) for c in CHECKPOINTS),
                 _delay(best.reread_delay_ms),
-                *(by_title.get(t, "-") for t in titles),
+                *(_shown(by_title.get(t, "-")) for t in titles),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -183,14 +201,14 @@ def to_table(report: Report) -> str:
             lines.append("  ".join("-" * w for w in widths))
     for client in clients:
         lines.append("")
-        lines.append(f"{client.client}/{client.version}: level {client.level}")
+        lines.append(f"{_shown(f'{client.client}/{client.version}')}: level {client.level}")
         for session in client.sessions:
             lines.append(
-                f"  session {session.session} ({session.protocol}, {session.transport}): "
-                f"level {session.level} {LEVEL_NAMES[session.level]}"
+                f"  session {_shown(session.session)} ({_shown(session.protocol)}, "
+                f"{_shown(session.transport)}): level {session.level} {LEVEL_NAMES[session.level]}"
             )
         for note in client.notes:
-            lines.append(f"  - {note}")
+            lines.append(f"  - {_shown(note, limit=_NOTE_CHARS)}")
     return "\n".join(lines)
 
 
@@ -219,7 +237,8 @@ def to_markdown(report: Report) -> str:
         marks = best.checkpoints
         sessions = len(client.sessions)
         connection = (
-            f"yes, {best.protocol} over {best.transport}"
+            f"yes, {_shown(best.protocol, markdown=True)} over "
+            f"{_shown(best.transport, markdown=True)}"
             f" ({sessions} session{'s' if sessions > 1 else ''})"
             if marks["connected"]
             else "no initialize or server/discover recorded"
@@ -230,16 +249,23 @@ def to_markdown(report: Report) -> str:
         reread = _yes(marks["re_read"], ", at the notified version or later")
         if best.reread_delay_ms is not None:
             reread += f", {_delay(best.reread_delay_ms)} after the notification"
-        notes = "; ".join([f"level {client.level} ({LEVEL_NAMES[client.level]})", *client.notes])
+        notes = "; ".join(
+            [
+                f"level {client.level} ({LEVEL_NAMES[client.level]})",
+                *(_shown(note, markdown=True, limit=_NOTE_CHARS) for note in client.notes),
+            ]
+        )
+        name = _shown(client.client, markdown=True, limit=untrusted.CLIENT_NAME_CHARS)
+        version = _shown(client.version, markdown=True, limit=untrusted.CLIENT_VERSION_CHARS)
         own = [
-            f"- {c.title} ({scenario.name}): {c.answer}"
+            f"- {c.title} ({scenario.name}): {_shown(c.answer, markdown=True, limit=_NOTE_CHARS)}"
             + (f" ({clock(c.at_ms)} UTC)" if c.at_ms is not None else "")
             for c in client.checks
         ]
         blocks.append(
             "\n".join(
                 [
-                    f"## {client.client} {client.version}",
+                    f"## {name} {version}",
                     "",
                     f"- MCP connection: {connection}",
                     f"- Calls resources/list? {_yes(marks['discovered'])}",

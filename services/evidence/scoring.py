@@ -21,6 +21,7 @@ import mcp_types
 from services.catalog import REVIEW_STATUS
 from services.contract import (
     REASON_IDLE,
+    REASON_REPLICA_GONE,
     REASON_UNADVERTISED,
     Event,
     Transport,
@@ -261,12 +262,18 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
             f"{score.dropped_notifications} notification(s) dropped: "
             "no open stream to carry them (no GET stream open)"
         )
-    if marks["subscribed"] and marks["notified"] is None and not score.dropped_notifications:
+    gone = score.ended_by_server == REASON_REPLICA_GONE
+    if gone:
+        notes.append(
+            "its server replica died with the session (replica-gone): what came after "
+            "is the lab's failure, not the client's"
+        )
+    elif marks["subscribed"] and marks["notified"] is None and not score.dropped_notifications:
         notes.append(
             "subscribed; no notification delivered (the update may still be pending, "
             "or the session ended first)"
         )
-    if marks["notified"] and marks["re_read"] is None:
+    if marks["notified"] and marks["re_read"] is None and not gone:
         notes.append("notified but never re-read")
     if polled:
         notes.append(

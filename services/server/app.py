@@ -22,16 +22,18 @@ from starlette.routing import Mount
 
 from services import contract, state
 from services.catalog import SERVER_INSTRUCTIONS, Catalog
+from services.evidence import trim
 from services.evidence.recorder import Recorder
 from services.scenarios import registry as scenarios
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
+from services.server.dashboard_feed import DashboardFeed
 from services.server.handlers import EventLogMiddleware, Handlers
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
 from services.server.resume.get_streams import GetStream, StreamLog, plain
 from services.server.resume.middleware import Resume, heartbeat, new_replica_id
-from services.server.service import Lab
+from services.server.service import Lab, bounded_error_data
 from services.server.sessions import SessionRegistry
 from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
@@ -63,9 +65,15 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
     # One task writes evidence and resume events in batches (see services.writer).
     writer = BatchWriter(redis, max_queue=settings.write_queue_max)
     recorder = Recorder(redis, settings.events_max, writer)
-    relay = Relay(settings, redis, registry, recorder, catalog)
-    lab = Lab(
-        settings, redis, registry, recorder, relay, new_replica_id(), catalog, writer, scenario
+    replica = new_replica_id()
+    relay = Relay(settings, redis, registry, recorder, catalog, replica)
+    lab = Lab(settings, redis, registry, recorder, relay, replica, catalog, writer, scenario)
+    feed = DashboardFeed(
+        settings.redis_url,
+        recorder,
+        block_ms=settings.dashboard_block_ms,
+        max_streams=settings.dashboard_max_streams,
+        max_events=settings.dashboard_max_events,
     )
 
     @lifespan
@@ -84,8 +92,12 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
                 name="heartbeat",
             ),
             asyncio.create_task(
-                lifecycle.sweep_forever(redis, lab.replica, catalog.uris()), name="sweep"
+                lifecycle.sweep_forever(
+                    redis, lab.replica, catalog.uris(), on_dropped=lab.died_with_replica
+                ),
+                name="sweep",
             ),
+            asyncio.create_task(trim.keep_under(redis, settings.events_max_bytes), name="trim"),
         ]
         try:
             yield {}
@@ -98,6 +110,7 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
                     "[lab] task %s did not stop within %ss", task.get_name(), _STOP_SECONDS
                 )
             await lab.relay.close()
+            await feed.close()
             if lab.cleanups:  # ended sessions' Redis clean-ups, bounded
                 await asyncio.wait(set(lab.cleanups), timeout=_CLEANUP_SECONDS)
             await writer.close()  # flushes what is queued
@@ -163,6 +176,7 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
     if not settings.strict_methods:
         lists = [m for m in EMPTY_LISTS if m in withdrawn]
         answer_with_empty_lists(server, lists, lambda ctx: lab.peer_of_request(ctx, None))
+    mcp_adapter.add_inbound_middleware(server, bounded_error_data)
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
     dashboard.add_routes(
         server,
@@ -172,7 +186,9 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
         recorder,
         lab.http_sessions,
         settings.max_sessions,
-        settings.dashboard_block_ms,
+        feed,
+        settings.auth_token,
+        lab.long_lived,
     )
 
     return server, lab
@@ -191,7 +207,14 @@ def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fro
         session_idle_timeout=settings.session_idle_seconds,
         json_response=settings.post_responses == "json",
     )
-    lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused)
+    cap = lifecycle.SessionCap(
+        app,
+        max_sessions=settings.max_sessions,
+        retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
+        http_sessions=lab.http_sessions.open,
+        others=lab.long_lived,
+    )
+    lab.http_sessions.bind(app, settings.max_sessions, lifecycle.note_refused, lab.long_lived)
     if settings.sse_path:
         sse = create_sse_app(
             server=server,
@@ -219,11 +242,8 @@ def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fro
         path=normal_path(settings.path),
         # Sees every GET stream, resumed ones too (before Resume).
         streams=StreamLog(get_stream, lab.registry, lab.recorder.stream),
-        cap=lifecycle.SessionCap(
-            app,
-            max_sessions=settings.max_sessions,
-            retry_after=lifecycle.retry_after_seconds(settings.session_idle_seconds),
-        ),
+        cap=cap,
+        sse_path=normal_path(settings.sse_path) if settings.sse_path else None,
         deletes=lifecycle.DeleteLog(app, lab.registry.peer, lab.deleted),
     )
     return front, lab

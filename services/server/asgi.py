@@ -12,10 +12,14 @@ to go; each concern's logic lives in its own module:
   when ``MCP_TEST_RESUMABLE`` is on;
 * ``POST <mcp path>`` without ``Mcp-Session-Id`` (it may open a session): the
   session cap's log line and ``Retry-After`` (:class:`~services.server.lifecycle.SessionCap`);
+  a ``subscriptions/listen`` (a stream of its own, 2026-07-28) and ``GET <sse path>``
+  (a legacy SSE session) are counted in that cap for as long as they last, and
+  refused with 503 past it;
+* ``POST <mcp path>`` of an open session, its body read: its request id must not
+  be in flight in that session already (:class:`~services.server.inflight.InFlightIds`);
 * ``DELETE <mcp path>`` (a client ends its session): its evidence, once answered
   (:class:`~services.server.lifecycle.DeleteLog`), when the layer has one;
-* everything else (a POST of an open session, other paths, lifespan): straight to
-  the app, nothing wrapped.
+* everything else (other paths, lifespan): straight to the app, nothing wrapped.
 
 Before, each concern was an ASGI middleware of its own (three inside Starlette's
 middleware stack, three around it), each checking every request again and some
@@ -24,16 +28,19 @@ wrapping every ``send``; see docs/performance.md, "Fast path per request".
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.server.guard import Security, replay
+from services.server.inflight import InFlightIds
 from services.server.lifecycle import DeleteLog, SessionCap
 from services.server.resume.get_streams import StreamLog, stream_request
 
 _SESSION_HEADER = b"mcp-session-id"
+_LISTEN = "subscriptions/listen"
 
 
 def normal_path(path: str) -> str:
@@ -51,6 +58,8 @@ class FrontDoor:
     cap: SessionCap
     security: Security | None = None
     deletes: DeleteLog | None = None
+    sse_path: str | None = None
+    in_flight: InFlightIds = field(default_factory=InFlightIds)
 
     def secured(self, security: Security) -> FrontDoor:
         """The same layer, running ``security``'s checks on every HTTP request first."""
@@ -61,25 +70,47 @@ class FrontDoor:
             await self.app(scope, receive, send)
             return
         headers = first_values(scope["headers"])
+        body: bytes | None = None
         if self.security is not None:
             body = await self.security.admit(scope, headers, receive, send)
             if body is None:  # refused (and answered), or the client left
                 return
             receive = replay(body, receive)
-        if normal_path(scope["path"]) != self.path:
-            await self.app(scope, receive, send)
+        path, method = normal_path(scope["path"]), scope["method"]
+        if path != self.path:
+            if method == "GET" and path == self.sse_path:
+                await self.cap.long_lived(scope, receive, send, "legacy SSE session")
+            else:
+                await self.app(scope, receive, send)
             return
-        method = scope["method"]
         if method == "GET":
             session, last_event_id = stream_request(headers)
             await self.streams.serve(scope, receive, send, session, last_event_id)
         elif method == "POST" and _SESSION_HEADER not in headers:
-            await self.cap(scope, receive, send)
+            if body is not None and is_listen(body):
+                await self.cap.long_lived(scope, receive, send, f"{_LISTEN} stream")
+            else:
+                await self.cap(scope, receive, send)
+        elif method == "POST" and body is not None:
+            held_by = headers[_SESSION_HEADER]
+            await self.in_flight.serve(self.app, scope, receive, send, held_by, body)
         elif method == "DELETE" and self.deletes is not None:
             session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
             await self.deletes(scope, receive, send, session)
         else:
             await self.app(scope, receive, send)
+
+
+def is_listen(body: bytes) -> bool:
+    """Whether ``body`` is a ``subscriptions/listen`` request (parsed only when it
+    names the method at all)."""
+    if _LISTEN.encode() not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == _LISTEN
 
 
 def first_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:

@@ -1,11 +1,15 @@
 """Who may talk to the server over HTTP: Host/Origin checks, an optional token, a body limit.
 
-Host and Origin are checked on every route (MCP, SSE, dashboard) by FastMCP's
-``HostOriginGuardMiddleware`` in strict mode: a Host outside the loopback names
-and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin from another site 403, as the
-MCP spec requires. With ``MCP_TEST_AUTH_TOKEN`` set, every request but
-``GET /healthz`` needs ``Authorization: Bearer <token>`` (or ``?token=`` for the
-dashboard in a browser), else 401.
+Host and Origin are checked on every route (MCP, SSE, dashboard), each read as
+a host and a port (:mod:`services.server.host_origin`): a Host outside the
+loopback names and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin that is not the
+server's own or in ``MCP_TEST_ALLOWED_ORIGINS`` 403, as the MCP spec requires.
+With ``MCP_TEST_AUTH_TOKEN`` set, every request but ``GET /healthz`` needs
+``Authorization: Bearer <token>``, else 401. A browser cannot send that header,
+so the dashboard page alone (``GET /``) also takes
+``?token=<token>``, and hands the browser a cookie (HttpOnly, SameSite=Strict,
+an HMAC of the token, not the token) that the page's own data requests
+(``GET /api/report``, ``GET /api/stream``) carry; it opens nothing else.
 
 A request body over ``MCP_TEST_MAX_BODY_BYTES`` gets 413: at once when its
 Content-Length says so, else (a chunked body, which has no Content-Length) as
@@ -25,16 +29,19 @@ such an early answer (httpx does, even when the write of its body then fails).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from fastmcp.server.http import HostOriginGuardMiddleware
 from starlette.types import Message, Receive, Scope, Send
 
+from services import untrusted
+from services.server.host_origin import HostOrigin
 from services.settings import LabSettings
 
 if TYPE_CHECKING:
@@ -43,11 +50,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_lab.guard")
 
 _OPEN_PATHS = frozenset({"/healthz"})
-_SHOWN_PATH_CHARS = 80
+# Where ``?token=`` is taken (the dashboard page), and where its cookie is (its data).
+_QUERY_TOKEN_PATHS = frozenset({"/"})
+_COOKIE_PATHS = frozenset({"/api/report", "/api/stream"})
+DASHBOARD_COOKIE = "mcp_lab_dashboard"
 
 
-def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
+def dashboard_cookie(token: str) -> str:
+    """The dashboard cookie's value for ``token``: an HMAC of it, so the cookie is
+    no bearer token for anything but the dashboard's data."""
+    return hmac.new(token.encode(), b"mcp-subscribe-lab dashboard", hashlib.sha256).hexdigest()
 
 
 async def _refuse(
@@ -97,6 +109,7 @@ class BodyGate:
 
     def __init__(self, token: str | None, max_body_bytes: int) -> None:
         self._token = token.encode() if token else None
+        self._cookie = dashboard_cookie(token).encode() if token else None
         self._max = max_body_bytes
 
     async def admit(
@@ -189,45 +202,57 @@ class BodyGate:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
-        assert self._token is not None
+        assert self._token is not None and self._cookie is not None
         given = headers.get(b"authorization", b"")
         if given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:].strip(), self._token):
             return True
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return any(hmac.compare_digest(t.encode(), self._token) for t in query.get("token", []))
+        if scope["method"] != "GET":
+            return False
+        if scope["path"] in _QUERY_TOKEN_PATHS:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            tokens = query.get("token", [])
+            return any(hmac.compare_digest(t.encode(), self._token) for t in tokens)
+        if scope["path"] in _COOKIE_PATHS:
+            cookie = _cookie_of(headers.get(b"cookie", b""))
+            return cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie)
+        return False
 
 
-_ALLOWED = "mcp_lab.host_origin_allowed"
-
-
-async def _mark_allowed(scope: Scope, receive: Receive, send: Send) -> None:
-    scope[_ALLOWED] = True
+def _cookie_of(header: bytes) -> str | None:
+    """The dashboard cookie's value in a ``Cookie`` header, if there is one."""
+    try:
+        cookies = SimpleCookie(header.decode("latin-1"))
+    except CookieError:
+        return None
+    morsel = cookies.get(DASHBOARD_COOKIE)
+    return None if morsel is None else morsel.value
 
 
 class HostOriginCheck:
-    """FastMCP's Host/Origin check (``HostOriginGuardMiddleware``, strict) as a
-    check: :meth:`allows` sends its 421 or 403 and says False, or says True."""
+    """The Host/Origin check (:class:`~services.server.host_origin.HostOrigin`):
+    :meth:`allows` sends its 421 or 403 and says False, or says True."""
 
     def __init__(self, allowed_hosts: str, allowed_origins: str) -> None:
-        self._guard = HostOriginGuardMiddleware(
-            _mark_allowed,
-            allowed_hosts=_split(allowed_hosts),
-            allowed_origins=_split(allowed_origins),
-            mode="strict",
-        )
+        self._rules = HostOrigin(allowed_hosts, allowed_origins)
 
-    async def allows(self, scope: Scope, receive: Receive, send: Send, announced: bool) -> bool:
+    async def allows(
+        self, scope: Scope, headers: dict[bytes, bytes], send: Send, announced: bool
+    ) -> bool:
         """Whether the request's Host and Origin pass; a refusal (sent here) closes
         the connection when a body was announced (it is not read)."""
-        await self._guard(scope, receive, send if not announced else _closing(send))
-        return bool(scope.pop(_ALLOWED, False))
-
-
-def _closing(send: Send) -> Send:
-    async def sending(message: Message) -> None:
-        await send(_with_close(message))
-
-    return sending
+        host = headers.get(b"host", b"").decode("latin-1")
+        server = scope.get("server") or (None, None)
+        if not self._rules.host_allowed(host, server[0]):
+            await _refuse(send, 421, "misdirected request: Host not served here", [], announced)
+            return False
+        origin = headers.get(b"origin")
+        scheme = scope.get("scheme", "http")
+        if origin is not None and not self._rules.origin_allowed(
+            origin.decode("latin-1"), host, scheme, server[1]
+        ):
+            await _refuse(send, 403, "forbidden Origin", [], announced)
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -256,17 +281,15 @@ class Security:
             announced = (
                 b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
             )
-            if not await self.host_origin.allows(scope, receive, send, announced):
+            if not await self.host_origin.allows(scope, headers, send, announced):
                 return None
         return await self.gate.admit(scope, headers, receive, send)
 
 
 def _path(scope: Scope) -> str:
-    """The request path for a log line, cut short (a client chooses it)."""
-    path: str = scope.get("path", "")
-    if len(path) > _SHOWN_PATH_CHARS:
-        return f"{path[:_SHOWN_PATH_CHARS]!r}...({len(path)} chars)"
-    return path
+    """The request path for a log line (percent-decoded: a client chooses any
+    characters), cut and escaped."""
+    return untrusted.shown(scope.get("path", ""), untrusted.PATH_CHARS)
 
 
 def guard(app: FrontDoor, settings: LabSettings) -> FrontDoor:

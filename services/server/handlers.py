@@ -10,6 +10,7 @@ from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
+from services import untrusted
 from services.catalog import ID_PLACEHOLDER, REVIEW_STATUS, ResourceSpec, TemplateSpec
 from services.evidence.recorder import annotate
 from services.logs import event
@@ -17,6 +18,11 @@ from services.server import mcp_adapter
 from services.server.peers import Peer
 from services.server.service import Lab, not_found
 from services.server.sessions import Subscriber
+
+
+def _cut(uri: str) -> str:
+    """An unknown URI (the client's) for a log line: cut to ``untrusted.URI_CHARS``."""
+    return untrusted.cut(uri, untrusted.URI_CHARS)
 
 
 class EventLogMiddleware(Middleware):
@@ -93,7 +99,7 @@ class EventLogMiddleware(Middleware):
         if ctx is not None and (
             uri not in self._lab.catalog or uri in await self._lab.hidden_from(self._lab.peer(ctx))
         ):
-            event("resources/read", f"uri={uri}", self._lab.peer(ctx), "error=not-found")
+            event("resources/read", f"uri={_cut(uri)}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
 
@@ -155,7 +161,7 @@ class Handlers:
         peer = lab.peer(ctx)
         uri = str(params.uri)
         if uri not in lab.catalog:
-            event("resources/subscribe", f"uri={uri}", peer, "error=not-found")
+            event("resources/subscribe", f"uri={_cut(uri)}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         session = ctx.session
         subscriber = Subscriber(
@@ -176,7 +182,7 @@ class Handlers:
         peer = lab.peer(get_context())
         uri = str(params.uri)
         if uri not in lab.catalog:
-            event("resources/unsubscribe", f"uri={uri}", peer, "error=not-found")
+            event("resources/unsubscribe", f"uri={_cut(uri)}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         was_subscribed = lab.registry.unsubscribe(peer.session, uri)
         await lab.forget_subscription(peer, uri)

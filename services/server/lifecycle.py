@@ -5,10 +5,12 @@ HTTP session with no request in flight and no open GET stream for
 ``MCP_TEST_SESSION_IDLE_SECONDS`` is closed, and the lab's session-end hook
 drops its subscriptions, kept events and registry entries.
 
-**Cap.** At most ``MCP_TEST_MAX_SESSIONS`` Streamable HTTP sessions are open at
-once. The SDK refuses the request that would open one more with 503; the lab
-logs it and adds ``Retry-After`` (:class:`SessionCap`). Open sessions
-are untouched; room frees up as they end or expire. Each session takes two open
+**Cap.** At most ``MCP_TEST_MAX_SESSIONS`` sessions are open at once: Streamable
+HTTP sessions, legacy SSE sessions and 2026-07-28 listen streams together. The
+SDK refuses the request that would open one more Streamable HTTP session with
+503; the lab logs it and adds ``Retry-After`` (:class:`SessionCap`), and refuses
+an SSE session or a listen stream past the cap itself, the same way. Open
+sessions are untouched; room frees up as they end or expire. Each session takes two open
 files (its POST connection and its GET stream): at start the server raises its
 open-file limit as far as the cap needs and the hard limit allows, and warns
 when that is fewer sessions than the cap (:func:`open_files_for`); past it,
@@ -27,6 +29,7 @@ older than this, or written by hand) are named in a warning at start.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 from collections.abc import Awaitable, Callable, Iterable
@@ -38,6 +41,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract
+from services.logs import Throttled
 from services.reconnect import stop_if_cancelled
 from services.server.peers import Peer
 from services.settings import LabSettings
@@ -46,6 +50,8 @@ logger = logging.getLogger("mcp_lab")
 
 # Retry-After on a refusal: room frees up when a session ends or expires.
 _RETRY_AFTER_CAP_SECONDS = 60
+# Refusals are logged at most this often (a client can make one per request).
+_REFUSAL_LOG_SECONDS = 1.0
 # Open files per session (its POST connection, its GET stream), and besides sessions
 # (Redis pools, the listening socket, logs).
 _FILES_PER_SESSION = 2
@@ -57,6 +63,17 @@ SWEEP_SECONDS = contract.REPLICA_HEARTBEAT_SECONDS / 3
 # Set by SessionCap for each request that could open a session; the
 # admission hook notes a refusal in it (same task, so the same context).
 _refusals: ContextVar[list[int] | None] = ContextVar("mcp_lab_refusals", default=None)
+
+
+class LongLived:
+    """How many legacy SSE sessions and listen streams are open on this server (they
+    count in the session cap; ``/healthz`` shows them as ``other_sessions``)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+    def __call__(self) -> int:
+        return self.open
 
 
 def retry_after_seconds(idle_seconds: float) -> int:
@@ -76,10 +93,57 @@ class SessionCap:
     id: the front door, ``services.server.asgi``, sends only those here): logs it
     when it is refused at the cap and adds ``Retry-After`` to its 503."""
 
-    def __init__(self, app: ASGIApp, *, max_sessions: int, retry_after: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_sessions: int,
+        retry_after: int,
+        http_sessions: Callable[[], int] = lambda: 0,
+        others: LongLived | None = None,
+    ) -> None:
         self._app = app
         self._max = max_sessions
         self._retry_after = str(retry_after).encode()
+        self._http_sessions = http_sessions
+        # Legacy SSE sessions and listen streams open now (long_lived).
+        self.others = others or LongLived()
+        self._refusals: dict[str, Throttled] = {}
+
+    def _refused(self, kind: str) -> Throttled:
+        """The log of refusals of one kind of session (each throttled on its own)."""
+        return self._refusals.setdefault(kind, Throttled(logger, _REFUSAL_LOG_SECONDS))
+
+    async def long_lived(self, scope: Scope, receive: Receive, send: Send, kind: str) -> None:
+        """A legacy SSE session or a listen stream (``kind``): counted in the cap
+        while it lasts; refused with 503 and ``Retry-After`` past it."""
+        open_now = self._http_sessions() + self.others.open
+        if open_now >= self._max:
+            client = scope.get("client") or ("?", 0)
+            self._refused(kind).warning(
+                "[lab] session cap reached: %d of %d sessions open; new %s from %s:%s "
+                "refused with 503 (Retry-After: %s s)",
+                open_now,
+                self._max,
+                kind,
+                client[0],
+                client[1],
+                self._retry_after.decode(),
+            )
+            body = json.dumps({"error": f"{open_now} sessions open, the most allowed"}).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+                (b"retry-after", self._retry_after),
+            ]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        self.others.open += 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self.others.open -= 1
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         marks: list[int] = []
@@ -90,10 +154,10 @@ class SessionCap:
                 headers = [*message.get("headers", []), (b"retry-after", self._retry_after)]
                 message = {**message, "headers": headers}
                 client = scope.get("client") or ("?", 0)
-                logger.warning(
-                    "[lab] session cap reached: %d of %d Streamable HTTP sessions open; "
+                self._refused("session").warning(
+                    "[lab] session cap reached: %d of %d sessions open; "
                     "new session from %s:%s refused with 503 (Retry-After: %s s)",
-                    marks[0],
+                    marks[0] + self.others.open,
                     self._max,
                     client[0],
                     client[1],
@@ -154,12 +218,22 @@ async def _members(redis: Redis, key: str) -> set[str]:
     return cast(set[str], await redis.smembers(key))
 
 
-async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -> int:
+# Told, once per dead replica and by one replica only, the sessions dropped and the
+# URIs each was subscribed to.
+OnDropped = Callable[[dict[str, list[str]]], Awaitable[None]]
+
+
+async def sweep_dead_replicas(
+    redis: Redis, replica: str, uris: Iterable[str], on_dropped: OnDropped | None = None
+) -> int:
     """Drop the subscribers of every replica whose heartbeat is gone; how many.
 
     A session id that a live replica also holds (a 2026-07-28 client's key is
     shared by its listen streams, on any replica) is kept in the subscriber sets.
+    ``on_dropped`` hears of the sessions dropped, from the one replica whose
+    sweep removed the dead replica's set (several may sweep at once).
     """
+    uris = list(uris)
     live: set[str] = set()
     dead: list[tuple[str, str]] = []
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
@@ -174,12 +248,20 @@ async def sweep_dead_replicas(redis: Redis, replica: str, uris: Iterable[str]) -
         pipe = redis.pipeline(transaction=True)
         if stale:
             for uri in uris:
+                pipe.smismember(contract.subscribers_key(uri), stale)
                 pipe.srem(contract.subscribers_key(uri), *stale)
             for session in stale:
                 pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
         pipe.delete(key)
-        await pipe.execute()
+        replies = await pipe.execute()
         dropped += len(stale)
+        if stale and on_dropped is not None and replies[-1]:  # this sweep removed the set
+            held: dict[str, list[str]] = {session: [] for session in stale}
+            for at, uri in enumerate(uris):
+                for session, member in zip(stale, replies[2 * at], strict=True):
+                    if member:
+                        held[session].append(uri)
+            await on_dropped(held)
         shown = ", ".join(stale[:5]) + (f" ...({len(stale)})" if len(stale) > 5 else "")
         logger.warning(
             "[lab] replica %s is gone (no heartbeat): dropped its %d subscribed session(s) "
@@ -214,12 +296,16 @@ async def report_unowned(redis: Redis, uris: Iterable[str]) -> list[str]:
 
 
 async def sweep_forever(
-    redis: Redis, replica: str, uris: list[str], every: float = SWEEP_SECONDS
+    redis: Redis,
+    replica: str,
+    uris: list[str],
+    every: float = SWEEP_SECONDS,
+    on_dropped: OnDropped | None = None,
 ) -> None:
     """Run :func:`sweep_dead_replicas` now and every ``every`` seconds until cancelled;
     once, at start, report the subscribers no replica claims."""
     try:
-        await sweep_dead_replicas(redis, replica, uris)
+        await sweep_dead_replicas(redis, replica, uris, on_dropped)
         await report_unowned(redis, uris)
     except (RedisError, OSError, UnicodeDecodeError) as exc:
         # UnicodeDecodeError: a member someone wrote into a set by hand.
@@ -228,7 +314,7 @@ async def sweep_forever(
         stop_if_cancelled()  # a Redis send may have swallowed the cancellation
         await asyncio.sleep(every)
         try:
-            await sweep_dead_replicas(redis, replica, uris)
+            await sweep_dead_replicas(redis, replica, uris, on_dropped)
         except (RedisError, OSError, UnicodeDecodeError) as exc:
             logger.warning("[lab] stale subscriber sweep failed (%s); retrying", exc)
 

@@ -26,6 +26,7 @@ from mcp.server.subscriptions import (
     ServerEvent,
 )
 
+from services import untrusted
 from services.catalog import Catalog
 from services.logs import event
 from services.server.peers import Peer
@@ -39,12 +40,21 @@ OnEnd = Callable[[Peer, str], Awaitable[None]]
 OnClosed = Callable[[Peer], Awaitable[None]]
 LISTEN_CLOSED = "subscriptions/listen/closed"
 _CLEANUP_SECONDS = 5
+# How many of the URIs a listen names its log lines show (a client may name thousands).
+_SHOWN_URIS = 5
+
+
+def _named(uris: list[str]) -> str:
+    """URIs a client named, for a log line: the first few, each cut, and how many."""
+    shown = [untrusted.cut(uri, untrusted.URI_CHARS) for uri in uris[:_SHOWN_URIS]]
+    more = f",...({len(uris)} URIs)" if len(uris) > _SHOWN_URIS else ""
+    return ",".join(shown) + more
 
 
 def asked_for(wanted: mcp_types.SubscriptionFilter) -> str:
     """What a listen asks for, for its log line: the resources it names and the
     list-changed events it wants (``none`` for either when empty)."""
-    resources = ",".join(dict.fromkeys(wanted.resource_subscriptions or [])) or "none"
+    resources = _named(list(dict.fromkeys(wanted.resource_subscriptions or []))) or "none"
     kinds = {
         "resources": wanted.resources_list_changed,
         "tools": wanted.tools_list_changed,
@@ -102,10 +112,15 @@ class ListenStreams:
         peer = self._peer_of(ctx)
         requested = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
         event("subscriptions/listen", f"opened {asked_for(params.notifications)}", peer)
-        for uri in requested:
-            if uri not in self._catalog:
-                # The spec honors a subscription to an unknown URI; it never fires.
-                event("subscriptions/listen", f"uri={uri}", peer, "error=not-found (never fires)")
+        unknown = [uri for uri in requested if uri not in self._catalog]
+        if unknown:
+            # The spec honors a subscription to an unknown URI; it never fires.
+            event(
+                "subscriptions/listen",
+                f"uri={_named(unknown)}",
+                peer,
+                "error=not-found (never fires)",
+            )
         bus = StreamBus()
         subscriber = Subscriber(
             peer=peer,

@@ -20,9 +20,6 @@ Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
   Streamable HTTP, whose lifespan the lab's app runs (app.py).
 * ``ServerSession.send_resource_updated`` drops a message silently when no
   stream is open (sessions.py, get_streams.py track streams for the evidence).
-* ``fastmcp.server.http.HostOriginGuardMiddleware`` passing the request's own
-  ``scope`` dict to the app it wraps (guard.HostOriginCheck learns the verdict
-  from it; if that changes, every request is refused: it fails closed).
 
 FastMCP's middleware chain: :func:`typed_hooks_run_now` reads fastmcp 4.2's
 ``fastmcp.server.middleware.middleware._dispatch_phase`` ContextVar, for the
@@ -239,9 +236,16 @@ class HttpSessions:
         scope = getattr(transport, "idle_scope", None)
         return scope is not None and bool(scope.cancel_called)
 
-    def bind(self, app: Starlette, max_sessions: int, on_refused: Callable[[int], None]) -> None:
+    def bind(
+        self,
+        app: Starlette,
+        max_sessions: int,
+        on_refused: Callable[[int], None],
+        others: Callable[[], int] = lambda: 0,
+    ) -> None:
         """Watch ``app``'s session manager from when its lifespan starts: at most
-        ``max_sessions`` open; ``on_refused(open_count)`` for each one refused."""
+        ``max_sessions`` open, counting ``others()`` (sessions of other kinds) in;
+        ``on_refused(open_count)`` for each one refused."""
         endpoint = _streamable_endpoint(app)
         inner = app.router.lifespan_context
 
@@ -253,9 +257,13 @@ class HttpSessions:
                 admit = manager._admit_session
 
                 def admit_or_refuse(requestor: Any) -> Any:
+                    open_now = len(manager._server_instances)
+                    if open_now + others() >= max_sessions:
+                        on_refused(open_now)
+                        return None  # the manager answers 503, as at its own limit
                     transport = admit(requestor)
                     if transport is None:
-                        on_refused(len(manager._server_instances))
+                        on_refused(open_now)
                     return transport
 
                 # mypy refuses assigning to a method; replacing it is the point here.

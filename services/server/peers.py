@@ -12,6 +12,7 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 
+from services import untrusted
 from services.contract import Transport
 from services.server import mcp_adapter
 
@@ -39,6 +40,13 @@ class Peer:
         """Whether notifications need the session's GET stream (SSE and stdio carry
         them on the connection itself)."""
         return self.transport == Transport.STREAMABLE_HTTP
+
+
+def modern_key(name: str, version: str) -> str:
+    """The session key of a 2026-07-28 client, which has no session: its clientInfo,
+    each part percent-encoded so that no two clients share a key (``a/b`` + ``c``
+    and ``a`` + ``b/c``)."""
+    return f"{MODERN_SESSION_PREFIX}{untrusted.key_part(name)}/{untrusted.key_part(version)}"
 
 
 def transport_of(request: Any, mcp_path: str) -> Transport:
@@ -77,15 +85,17 @@ def make_peer(
         name, version = client_info.get("name"), client_info.get("version")
     else:
         name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
-    client_name = str(name) if name else UNKNOWN_CLIENT
-    client_version = str(version) if version else "?"
+    # Cut where they are taken in: the log, the evidence, the state key and the
+    # job target all hold these (services/untrusted.py).
+    client_name = untrusted.cut(str(name), untrusted.CLIENT_NAME_CHARS) if name else UNKNOWN_CLIENT
+    client_version = untrusted.cut(str(version), untrusted.CLIENT_VERSION_CHARS) if version else "?"
     protocol = session.protocol_version
     if requested_protocol is not None:
         protocol = negotiated_protocol(requested_protocol)
     if protocol in MODERN_PROTOCOL_VERSIONS:
         # 2026-07-28 has no sessions: every request stands alone. The lab keys a
         # modern client by its clientInfo, so its reads and its listen agree.
-        key = f"{MODERN_SESSION_PREFIX}{client_name}/{client_version}"
+        key = modern_key(client_name, client_version)
     else:
         key = mcp_adapter.session_key(session)
     return Peer(

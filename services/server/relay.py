@@ -119,8 +119,12 @@ class Relay:
         registry: SessionRegistry,
         recorder: Recorder,
         catalog: Catalog,
+        replica: str = "",
     ) -> None:
         self._settings = settings
+        # Listened on besides the updates channel, so that other replicas can tell at
+        # once that this process is gone (contract.replica_channel).
+        self._replica_channel = contract.replica_channel(replica) if replica else None
         self._catalog = catalog
         self._redis = redis
         self._registry = registry
@@ -152,6 +156,8 @@ class Relay:
         pubsub = self._pubsub_redis.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(channel)
+            if self._replica_channel is not None:
+                await pubsub.subscribe(self._replica_channel)
             self.state = "subscribed"
             self.subscribed.set()
             logger.info("[relay] subscribed channel=%s", channel)
@@ -160,7 +166,7 @@ class Relay:
                 await self.reconcile()
             self._listened_before = True
             async for message in pubsub.listen():
-                if message.get("type") == "message":
+                if message.get("type") == "message" and message.get("channel") == channel.encode():
                     await self.handle(message["data"])
         finally:
             with contextlib.suppress(RedisError, OSError):

@@ -10,7 +10,7 @@ import uvicorn
 from services import heap
 from services.contract import Transport
 from services.logs import setup_logging
-from services.server import lifecycle, mcp_adapter
+from services.server import connections, lifecycle, mcp_adapter
 from services.server.app import build_lab, http_app
 from services.server.guard import guard
 from services.settings import LabSettings
@@ -41,6 +41,10 @@ async def run_http(settings: LabSettings) -> None:
     short = lifecycle.open_files_for(settings.max_sessions)
     if short:
         logger.warning("[lab] %s", short)
+    cap, fewer = connections.connection_cap(settings)
+    if fewer:
+        logger.warning("[lab] %s", fewer)
+    connections.log_accept_errors_once_a_second(asyncio.get_running_loop())
     config = uvicorn.Config(
         guard(app, settings),
         host=settings.host,
@@ -49,6 +53,10 @@ async def run_http(settings: LabSettings) -> None:
         log_config=None,  # its lines go to the lab's log handler (services.logs)
         lifespan="on",
         timeout_graceful_shutdown=2,
+        timeout_keep_alive=settings.keep_alive_seconds,
+        http=connections.protocol_class(
+            connections.ConnectionGuard(cap, settings.head_timeout_seconds)
+        ),
     )
     http = uvicorn.Server(config)
     serving = asyncio.create_task(_serve(http), name="uvicorn")

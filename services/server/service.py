@@ -10,14 +10,14 @@ from typing import Any
 
 import mcp_types
 from fastmcp import Context
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state
+from services import contract, state, untrusted
 from services.catalog import Catalog
 from services.contract import Transport
 from services.evidence.recorder import Recorder
@@ -40,13 +40,30 @@ RESOURCE_NOT_FOUND = -32002
 
 
 def not_found(uri: str, protocol_version: str) -> MCPError:
-    """The "unknown resource" error of the negotiated protocol generation."""
+    """The "unknown resource" error of the negotiated protocol generation; its
+    ``data.uri`` names the URI, cut to ``untrusted.URI_CHARS`` (the answer is also
+    kept for resumption)."""
     code = (
         mcp_types.INVALID_PARAMS
         if protocol_version in MODERN_PROTOCOL_VERSIONS
         else RESOURCE_NOT_FOUND
     )
-    return MCPError(code=code, message="Resource not found", data={"uri": uri})
+    data = {"uri": untrusted.cut(uri, untrusted.URI_CHARS)}
+    return MCPError(code=code, message="Resource not found", data=data)
+
+
+async def bounded_error_data(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """A low-level middleware: an error's ``data`` string cut to ``untrusted.URI_CHARS``.
+    The SDK answers an unknown method with the method name as ``data``, whole (a
+    client may send a megabyte of it), and the answer is also kept for resumption."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        data = exc.error.data
+        if isinstance(data, str) and len(data) > untrusted.URI_CHARS:
+            cut = untrusted.cut(data, untrusted.URI_CHARS)
+            raise MCPError(code=exc.error.code, message=exc.error.message, data=cut) from None
+        raise
 
 
 def redis_failed(exc: Exception) -> MCPError:
@@ -71,6 +88,8 @@ class Lab:
     writer: BatchWriter
     scenario: Scenario
     http_sessions: mcp_adapter.HttpSessions = field(default_factory=mcp_adapter.HttpSessions)
+    # Legacy SSE sessions and listen streams open (in the session cap with http_sessions).
+    long_lived: lifecycle.LongLived = field(default_factory=lifecycle.LongLived)
     # Redis clean-ups of ended sessions still running (see clean_up_later).
     cleanups: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -123,6 +142,20 @@ class Lab:
         this order); the job ids, comma-separated."""
         delay = self.settings.update_delay_seconds
         jobs = self.scenario.jobs(uri, self.scope(peer), delay)
+        for job in jobs:
+            size = sum(len(key) + len(value.encode()) for key, value in job.fields().items())
+            if size > contract.MAX_MESSAGE_BYTES:
+                # The updater drops a job this large: refuse the subscribe (or listen)
+                # now rather than acknowledge it and never update. What a client chooses
+                # is cut (services/untrusted.py), so this is a guard, not a path a
+                # client takes.
+                logger.warning(
+                    "[lab] job of %d bytes for session %s refused", size, peer.session[:64]
+                )
+                raise MCPError(
+                    code=mcp_types.INVALID_PARAMS,
+                    message=f"update job of {size} bytes is over {contract.MAX_MESSAGE_BYTES}",
+                )
 
         def add(pipe: Any) -> int:
             return state.subscribe_in(pipe, uri, peer.session, self.replica, jobs)
@@ -192,6 +225,25 @@ class Lab:
         """The client ended its session itself (HTTP DELETE): logged and recorded."""
         event(lifecycle.SESSION_DELETE, "by the client", peer)
         await self.recorder.stream(peer, "in", lifecycle.SESSION_DELETE)
+
+    async def died_with_replica(self, sessions: dict[str, list[str]]) -> None:
+        """Record the end of sessions whose server replica died (``sessions``: each one's
+        subscribed URIs): a ``session/end`` with reason ``replica-gone`` per URI, with
+        the version its state has now, so an update applied but never delivered
+        shows in the report. Only the session id is known here (not its client): the
+        report names the client from the session's earlier evidence."""
+        for session, uris in sessions.items():
+            peer = Peer(session=session)
+            held: list[str | None] = list(uris) or [None]
+            for uri in held:
+                version = None
+                if uri is not None:
+                    try:
+                        version = await state.read_version(self.redis, self.scope(peer), uri)
+                    except (RedisError, OSError) as exc:
+                        logger.warning("[lab] could not read the state of %s: %s", session, exc)
+                event("session/end", "its server replica is gone", peer, f"version={version}")
+                await self.recorder.ended(peer, contract.REASON_REPLICA_GONE, uri, version)
 
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""

@@ -5,7 +5,10 @@ HTTP session (notifications on the GET stream, responses on POST streams) and
 again when a client reconnects with ``Last-Event-ID``. The lab keeps one Redis
 stream per session (``contract.resume_key``), capped in length and expiring a
 while after the last event, so any server replica can read what a session was
-sent. The event id a client sees is the Redis entry id.
+sent. The event id a client sees is the Redis entry id and a random tag kept
+in the entry (``<entry id>_<tag>``): entry ids are times, guessed in a few
+tries, and a resume must name an event the session was really sent. An id
+whose tag does not match is treated as one no longer kept.
 
 Storing never raises: the SDK stores before it sends, so a Redis error here must
 not stop the notification (it only cannot be replayed later, and says so).
@@ -17,7 +20,9 @@ still waits for its own entry id, which the SDK sends with the event.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -35,6 +40,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract
+from services.logs import shown
 from services.server.resume.get_streams import report_resumed_stream
 from services.writer import BatchWriter
 
@@ -46,6 +52,37 @@ logger = logging.getLogger("mcp_lab.resume")
 REDIS_TIMEOUT_SECONDS = 2.0
 
 _messages: TypeAdapter[JSONRPCMessage] = TypeAdapter(JSONRPCMessage)
+_TAG_BYTES = 8
+
+
+def new_tag() -> str:
+    """A random tag for one kept event."""
+    return secrets.token_hex(_TAG_BYTES)
+
+
+def public_id(entry_id: str, tag: str) -> EventId:
+    """The id a client sees for the kept event ``entry_id`` with ``tag``."""
+    return f"{entry_id}_{tag}"
+
+
+def entry_of(event_id: str) -> tuple[str, str] | None:
+    """The entry id and tag of an id :func:`public_id` made; None for anything else."""
+    entry_id, underscore, tag = event_id.partition("_")
+    if not underscore or not contract.is_event_id(entry_id) or len(tag) != 2 * _TAG_BYTES:
+        return None
+    if not all(c in "0123456789abcdef" for c in tag):
+        return None
+    return entry_id, tag
+
+
+def _id_of(entry_id: str, fields: dict[str, str]) -> EventId:
+    return public_id(entry_id, fields.get(contract.RESUME_TAG_FIELD, ""))
+
+
+# The largest event kept for resumption. Every answer the lab writes is far smaller
+# (what a client chose is cut, services/untrusted.py); a larger one is sent but not
+# kept, so a session's stream holds at most MCP_TEST_RESUME_MAX_EVENTS of this size.
+MAX_EVENT_BYTES = 64 * 1024
 
 # Called for each message written to a client from the store: (session, message).
 OnReplayed = Callable[[str, JSONRPCMessage], Awaitable[None]]
@@ -75,32 +112,38 @@ def decode(data: str) -> JSONRPCMessage | None:
 async def events_after(
     redis: Redis, session: str, last_event_id: str
 ) -> tuple[StreamId, list[tuple[EventId, JSONRPCMessage]]] | None:
-    """The stream ``last_event_id`` belongs to and the messages sent on it since.
+    """The stream ``last_event_id`` belongs to and the messages sent on it since
+    (each with the id the client sees).
 
-    ``None`` when the id is malformed, unknown, or no longer kept (expired or
-    trimmed): the caller cannot tell which events the client missed.
+    ``None`` when the id is malformed, unknown, not the session's (its tag does not
+    match), or no longer kept (expired or trimmed): the caller cannot tell which
+    events the client missed.
     """
-    if not contract.is_event_id(last_event_id):
+    parsed = entry_of(last_event_id)
+    if parsed is None:
         return None
+    entry_id, tag = parsed
     key = contract.resume_key(session)
     # The server's client decodes replies: entries are (id, {field: value}) of str.
     first = cast(
         list[tuple[str, dict[str, str]]],
-        await redis.xrange(key, min=last_event_id, max=last_event_id, count=1),
+        await redis.xrange(key, min=entry_id, max=entry_id, count=1),
     )
-    if not first:
+    if not first or not hmac.compare_digest(
+        first[0][1].get(contract.RESUME_TAG_FIELD, "").encode(), tag.encode()
+    ):
         return None
     stream = first[0][1].get(contract.RESUME_STREAM_FIELD, "")
     later = cast(
-        list[tuple[str, dict[str, str]]], await redis.xrange(key, min=f"({last_event_id}", max="+")
+        list[tuple[str, dict[str, str]]], await redis.xrange(key, min=f"({entry_id}", max="+")
     )
     events: list[tuple[EventId, JSONRPCMessage]] = []
-    for entry_id, fields in later:
+    for later_id, fields in later:
         if fields.get(contract.RESUME_STREAM_FIELD) != stream:
             continue
         message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
         if message is not None:
-            events.append((entry_id, message))
+            events.append((_id_of(later_id, fields), message))
     return stream, events
 
 
@@ -135,9 +178,22 @@ class RedisEventStore(EventStore):
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
         key = contract.resume_key(self._session)
+        data = encode(message)
+        if len(data) > MAX_EVENT_BYTES:
+            logger.warning(
+                "[resume] event of %d bytes not kept (over %d): session=%s stream=%s; "
+                "it cannot be replayed",
+                len(data),
+                MAX_EVENT_BYTES,
+                self._session,
+                stream_id,
+            )
+            return ""
+        tag = new_tag()
         fields = {
             contract.RESUME_STREAM_FIELD: str(stream_id),
-            contract.RESUME_MESSAGE_FIELD: encode(message),
+            contract.RESUME_MESSAGE_FIELD: data,
+            contract.RESUME_TAG_FIELD: tag,
         }
         owner = contract.session_owner_key(self._session)
 
@@ -159,7 +215,7 @@ class RedisEventStore(EventStore):
                 stream_id,
             )
             return ""
-        return str(entry_id)
+        return public_id(str(entry_id), tag)
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -182,14 +238,14 @@ class RedisEventStore(EventStore):
                 "[resume] replay failed (%s): session=%s last_event_id=%s",
                 exc or type(exc).__name__,
                 self._session,
-                last_event_id[:64],
+                shown(last_event_id, 64),
             )
             return None
         if found is None:
-            if not contract.is_event_id(last_event_id):
+            if entry_of(last_event_id) is None:
                 logger.warning(
-                    "[resume] malformed Last-Event-ID %r from session=%s; nothing to replay",
-                    last_event_id[:64],
+                    "[resume] malformed Last-Event-ID %s from session=%s; nothing to replay",
+                    shown(last_event_id, 64),
                     self._session,
                 )
                 return None
@@ -197,10 +253,10 @@ class RedisEventStore(EventStore):
             # told apart, but the client still gets a live GET stream rather
             # than an empty one it would reconnect to forever.
             logger.warning(
-                "[resume] session=%s last_event_id=%s is no longer kept; "
+                "[resume] session=%s last_event_id=%s is no longer kept (or not its own); "
                 "continuing its GET stream from now",
                 self._session,
-                last_event_id,
+                shown(last_event_id, 64),
             )
             return GET_STREAM_KEY
         stream, events = found
@@ -208,7 +264,7 @@ class RedisEventStore(EventStore):
             "[resume] replay session=%s stream=%s after=%s events=%d",
             self._session,
             stream,
-            last_event_id,
+            shown(last_event_id, 64),
             len(events),
         )
         for event_id, message in events:
@@ -219,14 +275,15 @@ class RedisEventStore(EventStore):
 
 # Keeps one event in each of many sessions' resume streams, as ``store_event`` does
 # (XADD, EXPIRE, SET owner), in one command: KEYS are (resume key, owner key) pairs;
-# ARGV: stream field, stream id, message field, message, max length, ttl, replica.
+# ARGV: stream field, stream id, message field, message, max length, ttl, replica,
+# tag field, then one tag per session.
 # A session whose XADD fails (its key holds something else) gets false (nil in the
 # reply) and the others are kept: one bad key must not cost the whole fan-out.
 _STORE_MANY = """
 local ids = {}
 for i = 1, #KEYS, 2 do
   local id = redis.pcall('XADD', KEYS[i], 'MAXLEN', '~', ARGV[5], '*',
-                         ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+                         ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[8], ARGV[8 + (i + 1) / 2])
   if type(id) == 'table' and id.err then
     ids[#ids + 1] = false
   else
@@ -254,6 +311,7 @@ async def store_events(
     by event. Never raises.
     """
     ids: list[EventId | None] = [None] * len(events)
+    tags = [new_tag() for _ in events]
     by_writer: dict[int, dict[tuple[Any, ...], list[int]]] = {}
     others: list[int] = []
     for at, (store, stream_id, message) in enumerate(events):
@@ -267,14 +325,14 @@ async def store_events(
         calls: list[tuple[list[int], list[str]]] = []
         for (stream_id, data, max_events, ttl, replica), indexes in groups.items():
             argv = [contract.RESUME_STREAM_FIELD, stream_id, contract.RESUME_MESSAGE_FIELD, data]
-            argv += [str(max_events), str(ttl), replica]
+            argv += [str(max_events), str(ttl), replica, contract.RESUME_TAG_FIELD]
             for first in range(0, len(indexes), _STORE_MANY_CHUNK):
                 chunk = indexes[first : first + _STORE_MANY_CHUNK]
                 keys = []
                 for i in chunk:
                     session = cast(RedisEventStore, events[i][0])._session
                     keys += [contract.resume_key(session), contract.session_owner_key(session)]
-                calls.append((chunk, keys + argv))
+                calls.append((chunk, keys + argv + [tags[i] for i in chunk]))
 
         def add(pipe: Any) -> int:
             for chunk, args in calls:
@@ -305,7 +363,8 @@ async def store_events(
                     refused.append(i)
                     ids[i] = ""
                 else:
-                    ids[i] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    entry = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    ids[i] = public_id(entry, tags[i])
         if refused:
             logger.warning(
                 "[resume] %d events not kept (Redis refused the XADD), sessions=%s; "

@@ -32,13 +32,16 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract, sse
+from services.logs import shown
 from services.reconnect import stop_if_cancelled
 from services.server.resume.eventstore import (
     OnReplayed,
     RedisEventStore,
     decode,
     encode,
+    entry_of,
     events_after,
+    public_id,
 )
 from services.server.resume.get_streams import report_resumed_stream
 from services.server.resume.priming import takes_priming
@@ -76,12 +79,18 @@ async def heartbeat(
 
 
 async def owner_alive_elsewhere(redis: Redis, session: str, replica: str) -> bool:
-    """Whether another live replica holds ``session``."""
+    """Whether another live replica holds ``session``: its heartbeat is there, and its
+    relay listens on its own channel. The heartbeat outlives a killed process by up to
+    its lifetime; the channel's subscriber is gone as soon as the process is, so a
+    resume of a session that died with its server is answered 404 at once."""
     # The owner's replica id: str, as the server's client decodes replies.
     owner = cast(str | None, await redis.get(contract.session_owner_key(session)))
     if not owner or owner == replica:
         return False
-    return bool(await redis.exists(contract.replica_heartbeat_key(owner)))
+    if not await redis.exists(contract.replica_heartbeat_key(owner)):
+        return False
+    listening = await redis.pubsub_numsub(contract.replica_channel(owner))
+    return bool(listening and listening[0][1])
 
 
 class Resume:
@@ -158,16 +167,18 @@ class Resume:
             found = None
         if found is None:
             logger.warning(
-                "[resume] session=%s last_event_id=%s unknown, expired or trimmed; "
-                "following its GET stream from now",
+                "[resume] session=%s last_event_id=%s unknown, expired, trimmed or not its "
+                "own; following its GET stream from now",
                 session,
-                last_event_id[:64],
+                shown(last_event_id, 64),
             )
             missed: list[tuple[str, JSONRPCMessage]] = []
             stream, cursor = GET_STREAM_KEY, "$"
         else:
             stream, missed = found
-            cursor = missed[-1][0] if missed else last_event_id
+            # The stream is read on from the last entry sent (ids without their tag).
+            last_sent = entry_of(missed[-1][0] if missed else last_event_id)
+            cursor = last_sent[0] if last_sent is not None else "$"
         await report_resumed_stream(stream)
         logger.info(
             "[resume] serving session=%s for its owner replica: stream=%s replayed=%d",
@@ -238,6 +249,7 @@ class Resume:
                     message = decode(fields.get(contract.RESUME_MESSAGE_FIELD, ""))
                     if message is None:
                         continue
-                    body = sse.frame(encode(message), event="message", event_id=entry_id)
+                    event_id = public_id(entry_id, fields.get(contract.RESUME_TAG_FIELD, ""))
+                    body = sse.frame(encode(message), event="message", event_id=event_id)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     await self._on_replayed(session, message)

@@ -1,0 +1,47 @@
+"""Session labels: what the dashboard and ``/api/report`` show instead of session ids.
+
+An ``Mcp-Session-Id`` is the one secret a Streamable HTTP client holds: whoever
+knows it can send requests, resume streams and end the session as that client.
+The dashboard is readable by anyone who reaches the port (without a token), so
+it names each session by a short label: the first 10 hex digits of an HMAC
+(SHA-256) of the id under a secret drawn when the server starts. A label cannot
+be turned back into the id; the same session keeps its label as long as the
+server runs (another replica, or a restarted server, labels it differently).
+The log and ``mcp-lab report``, read by whoever runs the lab, keep the full ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+LABEL_HEX_DIGITS = 10
+
+
+class SessionLabels:
+    """Labels of session ids under this process's own secret."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def __call__(self, session: str) -> str:
+        digest = hmac.new(self._secret, session.encode(), hashlib.sha256).hexdigest()
+        return digest[:LABEL_HEX_DIGITS]
+
+    def public(self, report: dict[str, Any]) -> dict[str, Any]:
+        """``report`` (the JSON of ``services.evidence.report.to_json``) with every
+        session id replaced by its label: ``best_session`` and each session's ``session``."""
+        clients = []
+        for client in report.get("clients", []):
+            sessions = [{**s, "session": self(str(s["session"]))} for s in client["sessions"]]
+            best = client.get("best_session")
+            clients.append(
+                {
+                    **client,
+                    "best_session": None if best is None else self(str(best)),
+                    "sessions": sessions,
+                }
+            )
+        return {**report, "clients": clients}

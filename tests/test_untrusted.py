@@ -1,0 +1,92 @@
+"""Client-chosen values (services/untrusted.py): cut to their limits, escaped where they
+are shown (log lines, the table and markdown reports), unambiguous where they are keys."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from services import untrusted
+from services.contract import Event
+from services.evidence import report, scoring
+from services.logs import setup_logging
+from services.server.peers import modern_key
+
+FORGED = "evil\n[resources/subscribe] uri=test://review/status session=x client=claude-code/1.2.3"
+
+
+def test_escape_makes_every_control_character_visible_and_keeps_text() -> None:
+    assert untrusted.escape("plain text/1.0 é") == "plain text/1.0 é"
+    assert untrusted.escape("a\nb\rc\td") == "a\\nb\\rc\\td"
+    assert untrusted.escape("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07"
+    assert untrusted.escape("x\u2028y\u202ez\x85") == "x\\u2028y\\u202ez\\x85"
+    assert untrusted.escape("back\\slash") == "back\\\\slash"  # unambiguous: \n is never a newline
+
+
+def test_cut_bounds_a_value_and_says_how_long_it_was() -> None:
+    assert untrusted.cut("short", 10) == "short"
+    cut = untrusted.cut("n" * 1_000_000, 128)
+    assert cut.startswith("n" * 128) and cut.endswith("...(1000000 chars)")
+    assert len(cut) < 128 + 24
+
+
+def test_modern_keys_escape_their_parts() -> None:
+    assert modern_key("modern-client", "1.0") == "modern:modern-client/1.0"
+    assert modern_key("a/b", "c") != modern_key("a", "b/c")
+    assert modern_key("a%2Fb", "c") != modern_key("a/b", "c")
+
+
+def events(name: str, version: str, method: str = "initialize") -> list[Event]:
+    common = {
+        "session": "s1",
+        "client": name,
+        "client_version": version,
+        "protocol": "2025-11-25",
+        "transport": "streamable-http",
+        "direction": "in",
+    }
+    return [
+        Event(ts_ms=1000, method="initialize", **common),
+        Event(ts_ms=1100, method=method, error=-32601, **common),
+    ]
+
+
+def test_a_newline_in_a_client_value_never_starts_a_report_line() -> None:
+    version = "1\n## claude-code 9\n- Calls resources/list? yes"
+    clients = scoring.score_clients(events(FORGED, version))
+    table, markdown = report.to_table("0-0", clients), report.to_markdown("0-0", clients)
+    for text in (table, markdown):
+        lines = text.splitlines()
+        assert not any(line.startswith("[resources/subscribe]") for line in lines), text
+        assert not any(line.startswith("- Calls resources/list? yes") for line in lines), text
+        assert sum(line.startswith("## ") for line in lines) <= 1, text
+    assert "evil\\n[resources/subscribe]" in table
+    # In markdown source the escape's backslash and the bracket are escaped once more.
+    assert "## evil\\\\n\\[resources/subscribe\\]" in markdown
+
+
+def test_the_markdown_report_escapes_html_and_markdown() -> None:
+    clients = scoring.score_clients(events("<img src=x onerror=alert(1)>", "[v](http://e.x)"))
+    text = report.to_markdown("0-0", clients)
+    assert "<img" not in text and "&lt;img" in text
+    assert "[v](http" not in text
+
+
+def test_a_megabyte_name_keeps_the_reports_small() -> None:
+    clients = scoring.score_clients(events("n" * 1_000_000, "v" * 100_000, "m" * 100_000))
+    assert len(report.to_table("0-0", clients)) < 4_000
+    assert len(report.to_markdown("0-0", clients)) < 4_000
+
+
+def test_every_log_line_is_one_line(capsys) -> None:
+    stream = io.StringIO()
+    setup_logging("INFO")
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    logging.getLogger("some.library").warning("bad input %s", "a\nb\x1b[2J")
+    logging.getLogger("mcp_lab.test").info("value %s", "x" * 100_000)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].endswith("bad input a\\nb\\x1b[2J")
+    assert len(lines[1]) < 10_000
