@@ -9,10 +9,16 @@ import logging
 from services import untrusted
 from services.contract import Event
 from services.evidence import report, scoring
+from services.evidence.build import Report
 from services.logs import setup_logging
+from services.scenarios import registry
 from services.server.peers import modern_key
 
 FORGED = "evil\n[resources/subscribe] uri=test://review/status session=x client=claude-code/1.2.3"
+
+
+def made(clients: list[scoring.ClientScore]) -> Report:
+    return Report("0-0", None, registry.get("single"), clients, 0, 0)
 
 
 def test_escape_makes_every_control_character_visible_and_keeps_text() -> None:
@@ -54,7 +60,7 @@ def events(name: str, version: str, method: str = "initialize") -> list[Event]:
 def test_a_newline_in_a_client_value_never_starts_a_report_line() -> None:
     version = "1\n## claude-code 9\n- Calls resources/list? yes"
     clients = scoring.score_clients(events(FORGED, version))
-    table, markdown = report.to_table("0-0", clients), report.to_markdown("0-0", clients)
+    table, markdown = report.to_table(made(clients)), report.to_markdown(made(clients))
     for text in (table, markdown):
         lines = text.splitlines()
         assert not any(line.startswith("[resources/subscribe]") for line in lines), text
@@ -67,15 +73,15 @@ def test_a_newline_in_a_client_value_never_starts_a_report_line() -> None:
 
 def test_the_markdown_report_escapes_html_and_markdown() -> None:
     clients = scoring.score_clients(events("<img src=x onerror=alert(1)>", "[v](http://e.x)"))
-    text = report.to_markdown("0-0", clients)
+    text = report.to_markdown(made(clients))
     assert "<img" not in text and "&lt;img" in text
     assert "[v](http" not in text
 
 
 def test_a_megabyte_name_keeps_the_reports_small() -> None:
     clients = scoring.score_clients(events("n" * 1_000_000, "v" * 100_000, "m" * 100_000))
-    assert len(report.to_table("0-0", clients)) < 4_000
-    assert len(report.to_markdown("0-0", clients)) < 4_000
+    assert len(report.to_table(made(clients))) < 4_000
+    assert len(report.to_markdown(made(clients))) < 4_000
 
 
 def test_every_log_line_is_one_line(capsys) -> None:
