@@ -253,9 +253,32 @@ async def read_version(redis: Redis, scope: str, uri: str) -> int:
     return version
 
 
-async def remove_subscriber(redis: Redis, uri: str, session: str) -> None:
-    """Forget the subscription of ``session`` to ``uri``."""
-    await redis.srem(contract.subscribers_key(uri), session)
+def forget_subscriber_in(
+    pipe: Pipeline,
+    sessions: list[str],
+    uris: list[str],
+    *,
+    replica: str | None = None,
+    kept_events: bool = False,
+) -> int:
+    """Add to ``pipe`` what forgetting subscribers writes, the one place it is written
+    (an unsubscribe, a session's end, a dead replica's sweep): ``sessions`` out of the
+    subscriber sets of ``uris``; out of ``replica``'s sessions, when given; their kept
+    events and owner keys deleted, with ``kept_events``. Returns how many commands."""
+    if not sessions:
+        return 0
+    added = 0
+    for uri in uris:
+        pipe.srem(contract.subscribers_key(uri), *sessions)
+        added += 1
+    if replica is not None:
+        pipe.srem(contract.replica_sessions_key(replica), *sessions)
+        added += 1
+    if kept_events:
+        for session in sessions:
+            pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
+            added += 1
+    return added
 
 
 def subscribe_in(

@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services import contract
+from services import contract, state
 from services.logs import Throttled
 from services.reconnect import stop_if_cancelled
 from services.server.peers import Peer
@@ -206,12 +206,6 @@ class DeleteLog:
             await self._record(peer)
 
 
-async def disown_subscriber(redis: Redis, replica: str, session: str) -> None:
-    """``session`` no longer has a subscription on ``replica`` (a subscribe adds it:
-    ``state.subscribe_in``)."""
-    await redis.srem(contract.replica_sessions_key(replica), session)
-
-
 async def _members(redis: Redis, key: str) -> set[str]:
     """The members of the set ``key``. The server's client decodes replies
     (``state.connect``), so they are str; redis-py types them as bytes or str."""
@@ -247,18 +241,16 @@ async def sweep_dead_replicas(
         stale = sorted(await _members(redis, key) - live)
         pipe = redis.pipeline(transaction=True)
         if stale:
-            for uri in uris:
+            for uri in uris:  # which of them each session held (for on_dropped)
                 pipe.smismember(contract.subscribers_key(uri), stale)
-                pipe.srem(contract.subscribers_key(uri), *stale)
-            for session in stale:
-                pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
+            state.forget_subscriber_in(pipe, stale, uris, kept_events=True)
         pipe.delete(key)
         replies = await pipe.execute()
         dropped += len(stale)
         if stale and on_dropped is not None and replies[-1]:  # this sweep removed the set
             held: dict[str, list[str]] = {session: [] for session in stale}
             for at, uri in enumerate(uris):
-                for session, member in zip(stale, replies[2 * at], strict=True):
+                for session, member in zip(stale, replies[at], strict=True):
                     if member:
                         held[session].append(uri)
             await on_dropped(held)

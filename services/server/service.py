@@ -27,7 +27,6 @@ from services.server import lifecycle, mcp_adapter
 from services.server.listen import LISTEN_CLOSED
 from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
-from services.server.resume import eventstore
 from services.server.resume.eventstore import RedisEventStore
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -167,15 +166,24 @@ class Lab:
         return ",".join(str(job_id) for job_id in replies[-len(jobs) :])
 
     async def forget_subscription(self, peer: Peer, uri: str) -> None:
-        """Drop ``peer``'s subscription from Redis unless another stream of it here remains."""
+        """Drop ``peer``'s subscription from Redis unless another stream of it here
+        remains (one submit to the batch writer, as a subscribe is)."""
         if self.registry.subscribers(uri, peer.session):
             return
+        disown = not self._holds_any(peer)
+
+        def forget(pipe: Any) -> int:
+            replica = self.replica if disown else None
+            return state.forget_subscriber_in(pipe, [peer.session], [uri], replica=replica)
+
         try:
-            await state.remove_subscriber(self.redis, uri, peer.session)
-            if not any(s.peer.session == peer.session for s in self.registry.all_subscribers()):
-                await lifecycle.disown_subscriber(self.redis, self.replica, peer.session)
+            await self.writer.submit(forget)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not drop subscriber %s: %s", peer.session, exc)
+
+    def _holds_any(self, peer: Peer) -> bool:
+        """Whether this replica still holds a subscription of ``peer``'s session."""
+        return any(s.peer.session == peer.session for s in self.registry.all_subscribers())
 
     def clean_up_later(self, peer: Peer, uris: set[str], *, idle: bool = False) -> None:
         """Drop an ended session's subscriptions and kept events from Redis, in a
@@ -187,19 +195,14 @@ class Lab:
 
     async def _clean_up(self, peer: Peer, uris: set[str], idle: bool) -> None:
         dropped = [u for u in sorted(uris) if not self.registry.subscribers(u, peer.session)]
-        disown = bool(dropped) and not any(
-            s.peer.session == peer.session for s in self.registry.all_subscribers()
-        )
+        disown = bool(dropped) and not self._holds_any(peer)
         forget_events = peer.on_streamable_http and self.settings.resumable
 
         def add(pipe: Any) -> int:
-            for uri in dropped:
-                pipe.srem(contract.subscribers_key(uri), peer.session)
-            if disown:
-                pipe.srem(contract.replica_sessions_key(self.replica), peer.session)
-            if forget_events:
-                eventstore.forget_session_in(pipe, peer.session)
-            return len(dropped) + int(disown) + int(forget_events)
+            replica = self.replica if disown else None
+            return state.forget_subscriber_in(
+                pipe, [peer.session], dropped, replica=replica, kept_events=forget_events
+            )
 
         if dropped or forget_events:
             try:

@@ -147,12 +147,6 @@ async def events_after(
     return stream, events
 
 
-def forget_session_in(pipe: Any, session: str) -> None:
-    """Drop what is kept for an ended session (its events and its owner): a command
-    added to ``pipe``."""
-    pipe.delete(contract.resume_key(session), contract.session_owner_key(session))
-
-
 class RedisEventStore(EventStore):
     """The event store of ONE session; each session's transport gets its own."""
 
