@@ -34,16 +34,16 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from services import protocol
 from services.scenarios import registry
 from services.scenarios.scenario import ADD, Action, Scenario
 
 OK, UNREACHABLE, NOT_FOUND, SUBSCRIBE_REFUSED, NO_NOTIFICATION, PROTOCOL_ERROR = 0, 3, 4, 5, 6, 7
-UPDATED = "notifications/resources/updated"
-LIST_CHANGED = "notifications/resources/list_changed"
+UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 # How long past the timeline's last step the probe watches for a notification that
 # should not come (after an unsubscribe).
 _QUIET_MARGIN_SECONDS = 2.0
-MODERN = "2026-07-28"
+MODERN = protocol.MODERN
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
 CLIENT = mcp_types.Implementation(name="mcp-lab-probe", version="1")
@@ -59,7 +59,6 @@ STEPS = (
     "unsubscribed",
 )
 _DIAGNOSE_SECONDS = 5.0
-UPDATED = "notifications/resources/updated"
 # What an MCP server answers a request with (its errors included).
 _JSON_RPC_TYPES = ("application/json", "text/event-stream")
 

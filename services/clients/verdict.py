@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from services import protocol
 from services.clients import wire
 from services.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, Row
 from services.clients.model import PULL, SCORED, ModelRecord, versions_in
@@ -92,7 +93,7 @@ def _evidence(spec: ClientSpec, outcome: Outcome, row: Row) -> list[scoring.Clie
     clients = outcome.report.clients if outcome.report is not None else []
     mine = [c for c in clients if c.client == spec.client_info]
     if not mine:
-        mine = [c for c in clients if c.client != "unknown"]
+        mine = [c for c in clients if c.client != protocol.UNKNOWN_CLIENT]
         if mine:
             names = ", ".join(sorted({f"{c.client}/{c.version}" for c in mine}))
             row.notes.append(f"sent clientInfo {names} (expected {spec.client_info})")

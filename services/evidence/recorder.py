@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, untrusted
+from services import contract, protocol, untrusted
 from services.server.peers import Peer
 from services.writer import BatchWriter
 
@@ -39,7 +39,7 @@ logger = logging.getLogger("mcp_lab.evidence")
 # Requests whose response is a long-lived stream.
 LONG_LIVED = frozenset({"subscriptions/listen"})
 # The event of a session the server ended (see ``Recorder.ended``).
-SESSION_END = "session/end"
+SESSION_END = protocol.SESSION_END
 _READ_PAGE = 1000
 
 _LOST_MAX_ENTRIES = 10_000

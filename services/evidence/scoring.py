@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import mcp_types
 
+from services import protocol
 from services.catalog import REVIEW_STATUS
 from services.contract import (
     REASON_IDLE,
@@ -59,20 +60,20 @@ LEVELS: tuple[Level, ...] = (
 LEVEL_NAMES: dict[int, str] = {level.number: level.name for level in LEVELS}
 # The checkpoint that gives each level from 1 to 6, in level order.
 CHECKPOINTS: tuple[str, ...] = tuple(lv.checkpoint for lv in LEVELS if lv.checkpoint is not None)
-UPDATED = "notifications/resources/updated"
+UPDATED = protocol.UPDATED
 _CONNECT_METHODS = frozenset({"initialize", "server/discover"})
 _SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
 # List methods of capabilities the lab does not advertise by default.
 _UNADVERTISED_LISTS = ("tools/list", "prompts/list")
 # Evidence of the session's GET streams (recorded by the server, not sent by the client).
-STREAM_OPEN, STREAM_RESUME = "stream/open", "stream/resume"
-STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
+STREAM_OPEN, STREAM_RESUME = protocol.STREAM_OPEN, protocol.STREAM_RESUME
+STREAM_CLOSE, STREAM_PRIMING = protocol.STREAM_CLOSE, protocol.STREAM_PRIMING
 _STREAM_METHODS = frozenset({STREAM_OPEN, STREAM_RESUME, STREAM_CLOSE, STREAM_PRIMING})
 # A GET stream that closes this soon after a data-less event, before any
 # notification, is taken as broken by it.
 BROKE_WITHIN_MS = 2000
-_MODERN_PROTOCOLS = frozenset({"2026-07-28"})
-SESSION_END = "session/end"
+_MODERN_PROTOCOLS = frozenset({protocol.MODERN})
+SESSION_END = protocol.SESSION_END
 LEVEL_7_UNSEEN = "whether the new content reached the model (level 7) is not visible here"
 
 
@@ -174,7 +175,7 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
     """Score one session's events (all of one session id)."""
     ordered = sorted(events, key=lambda e: e.ts_ms)
     first = ordered[0]
-    named = next((e for e in ordered if e.client != "unknown"), first)
+    named = next((e for e in ordered if e.client != protocol.UNKNOWN_CLIENT), first)
     marks: dict[str, int | None] = dict.fromkeys(CHECKPOINTS)
     score = SessionScore(
         session=first.session,
@@ -426,7 +427,7 @@ def score_clients(
     return sorted(clients, key=lambda c: (-c.level, c.client, c.version))
 
 
-MODERN_SESSION_PREFIX = "modern:"  # the session key of a 2026-07-28 client (server/peers.py)
+MODERN_SESSION_PREFIX = protocol.MODERN_SESSION_PREFIX
 
 
 def _modern_per_run(by_session: dict[str, list[Event]], runs: list[str]) -> Iterator[list[Event]]:

@@ -4,10 +4,10 @@ events (sorted by time)."""
 
 from __future__ import annotations
 
+from services import protocol
 from services.contract import Event
 
-UPDATED = "notifications/resources/updated"
-LIST_CHANGED = "notifications/resources/list_changed"
+UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 _SUBSCRIBES = frozenset({"resources/subscribe", "subscriptions/listen"})
 
 

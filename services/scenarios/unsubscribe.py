@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
+from services import protocol
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from services.contract import Event
 from services.scenarios import checks
 from services.scenarios.scenario import Action, Check, Play, Scenario
 
 INTERVAL_SECONDS = 4.0
-SESSION_DELETE = "session/delete"
-LISTEN_CLOSED = "subscriptions/listen/closed"
 
 
 def _left(events: list[Event], uri: str) -> tuple[str, int] | None:
@@ -23,9 +22,9 @@ def _left(events: list[Event], uri: str) -> tuple[str, int] | None:
             continue
         if checks.ok_in(event, "resources/unsubscribe", uri):
             return "resources/unsubscribe", event.ts_ms
-        if checks.ok_in(event, SESSION_DELETE):
+        if checks.ok_in(event, protocol.SESSION_DELETE):
             return "DELETE of its session", event.ts_ms
-        if checks.ok_in(event, LISTEN_CLOSED):
+        if checks.ok_in(event, protocol.LISTEN_CLOSED):
             return "closed its listen stream", event.ts_ms
     return None
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field, replace
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services import protocol
 from services.server.guard import Security, replay
 from services.server.inflight import InFlightIds
 from services.server.lifecycle import DeleteLog, SessionCap
 from services.server.resume.get_streams import StreamLog, stream_request
 
-_SESSION_HEADER = b"mcp-session-id"
+_SESSION_HEADER = protocol.SESSION_HEADER_BYTES
 _LISTEN = "subscriptions/listen"
 
 

@@ -171,10 +171,6 @@ class SessionCap:
             _refusals.reset(token)
 
 
-# Evidence of a client that ends its own session (HTTP DELETE with its session id).
-SESSION_DELETE = "session/delete"
-
-
 class DeleteLog:
     """DELETE of the MCP path (the front door sends only those here): the client ends
     its session. The session's peer is looked up first (``known``: the app forgets it

@@ -38,7 +38,6 @@ Subscribe = Callable[[Subscriber, str], Awaitable[str]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
 # Called once a listen stream that named resources has ended (its evidence).
 OnClosed = Callable[[Peer], Awaitable[None]]
-LISTEN_CLOSED = "subscriptions/listen/closed"
 _CLEANUP_SECONDS = 5
 # How many of the URIs a listen names its log lines show (a client may name thousands).
 _SHOWN_URIS = 5

@@ -12,12 +12,12 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 
-from services import untrusted
+from services import protocol, untrusted
 from services.contract import Transport
 from services.server import mcp_adapter
 
-MODERN_SESSION_PREFIX = "modern:"
-UNKNOWN_CLIENT = "unknown"
+MODERN_SESSION_PREFIX = protocol.MODERN_SESSION_PREFIX
+UNKNOWN_CLIENT = protocol.UNKNOWN_CLIENT
 
 
 @dataclass(frozen=True, slots=True)

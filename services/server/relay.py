@@ -40,7 +40,7 @@ from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, heap, logs, state
+from services import contract, heap, logs, protocol, state
 from services.catalog import Catalog
 from services.evidence.recorder import Recorder, Sent, now_ms
 from services.logs import event
@@ -53,8 +53,7 @@ from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.relay")
 
-UPDATED = "notifications/resources/updated"
-LIST_CHANGED = "notifications/resources/list_changed"
+UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
 _NO_STREAM = "delivered=no (no open GET stream)"

@@ -17,14 +17,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, state, untrusted
+from services import contract, protocol, state, untrusted
 from services.catalog import Catalog
 from services.contract import Transport
 from services.evidence.recorder import Recorder
 from services.logs import event
 from services.scenarios.scenario import Scenario
 from services.server import lifecycle, mcp_adapter
-from services.server.listen import LISTEN_CLOSED
 from services.server.peers import Peer, make_peer
 from services.server.relay import Relay
 from services.server.resume.eventstore import RedisEventStore
@@ -222,12 +221,12 @@ class Lab:
     async def listen_closed(self, peer: Peer) -> None:
         """A 2026-07-28 client closed a listen stream that named resources: its way to
         unsubscribe (recorded)."""
-        await self.recorder.stream(peer, "in", LISTEN_CLOSED)
+        await self.recorder.stream(peer, "in", protocol.LISTEN_CLOSED)
 
     async def deleted(self, peer: Peer) -> None:
         """The client ended its session itself (HTTP DELETE): logged and recorded."""
-        event(lifecycle.SESSION_DELETE, "by the client", peer)
-        await self.recorder.stream(peer, "in", lifecycle.SESSION_DELETE)
+        event(protocol.SESSION_DELETE, "by the client", peer)
+        await self.recorder.stream(peer, "in", protocol.SESSION_DELETE)
 
     async def died_with_replica(self, sessions: dict[str, list[str]]) -> None:
         """Record the end of sessions whose server replica died (``sessions``: each one's

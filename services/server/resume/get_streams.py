@@ -23,11 +23,11 @@ import anyio
 from mcp.server.streamable_http import GET_STREAM_KEY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services import protocol
 from services.logs import event
 from services.server.peers import Peer
 from services.server.sessions import SessionRegistry
 
-_SESSION_HEADER = b"mcp-session-id"
 _LAST_EVENT_HEADER = b"last-event-id"
 _CLOSE_RECORD_SECONDS = 2.0
 
@@ -50,7 +50,7 @@ async def report_resumed_stream(stream: str | None) -> None:
 def stream_request(headers: dict[bytes, bytes]) -> tuple[str, str]:
     """The ``Mcp-Session-Id`` and ``Last-Event-ID`` of a GET stream request ("" when
     absent); ``headers``: ``dict(scope["headers"])``."""
-    session = headers.get(_SESSION_HEADER, b"").decode("latin-1")
+    session = headers.get(protocol.SESSION_HEADER_BYTES, b"").decode("latin-1")
     return session, headers.get(_LAST_EVENT_HEADER, b"").decode("latin-1")
 
 
@@ -111,27 +111,27 @@ class StreamLog:
                     stream.open("GET")
                 await send(message)
                 if stream.opened:
-                    await stream.evidence("in", "stream/open")
+                    await stream.evidence("in", protocol.STREAM_OPEN)
                 return
             body = message.get("body", b"")
             primed = stream.opened and not stream.primed and has_dataless_event(body)
             await send(message)
             if primed:
                 stream.primed = True
-                await stream.evidence("out", "stream/priming")
+                await stream.evidence("out", protocol.STREAM_PRIMING)
 
         async def on_resumed(resumed: str | None) -> None:
             if resumed == GET_STREAM_KEY:
                 stream.open("GET resumed")
-                await stream.evidence("in", "stream/open")
+                await stream.evidence("in", protocol.STREAM_OPEN)
             else:
                 detail = (
                     f"GET resumes a POST response stream (stream={resumed})"
                     if resumed
                     else "GET with a Last-Event-ID that resumes nothing"
                 )
-                event("stream/resume", detail, stream.peer)
-                await stream.evidence("in", "stream/resume")
+                event(protocol.STREAM_RESUME, detail, stream.peer)
+                await stream.evidence("in", protocol.STREAM_RESUME)
 
         token = _resumed.set(on_resumed)
         try:
@@ -140,10 +140,10 @@ class StreamLog:
             _resumed.reset(token)
             if stream.opened:
                 self._registry.stream_closed(stream.peer.session)
-                event("stream/close", "GET", stream.peer)
+                event(protocol.STREAM_CLOSE, "GET", stream.peer)
                 # Recorded even when the request is being cancelled, within a bound.
                 with anyio.move_on_after(_CLOSE_RECORD_SECONDS, shield=True):
-                    await stream.evidence("in", "stream/close")
+                    await stream.evidence("in", protocol.STREAM_CLOSE)
 
 
 class _Stream:
@@ -161,7 +161,7 @@ class _Stream:
             return
         self.opened = True
         self._registry.stream_opened(self.peer.session)
-        event("stream/open", how, self.peer)
+        event(protocol.STREAM_OPEN, how, self.peer)
 
     async def evidence(self, direction: str, method: str) -> None:
         if self._record is not None:

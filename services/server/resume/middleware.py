@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services import contract, sse
+from services import contract, protocol, sse
 from services.logs import shown
 from services.reconnect import stop_if_cancelled
 from services.server.resume.eventstore import (
@@ -193,7 +193,7 @@ class Resume:
                 "headers": [
                     (b"content-type", b"text/event-stream"),
                     (b"cache-control", b"no-cache, no-transform"),
-                    (b"mcp-session-id", session.encode("latin-1")),
+                    (protocol.SESSION_HEADER_BYTES, session.encode("latin-1")),
                 ],
             }
         )

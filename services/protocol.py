@@ -1,0 +1,28 @@
+"""The names of the protocol the lab relies on, in one place.
+
+MCP's own: the notifications the lab sends, the newest protocol generation (which
+has no sessions), the Streamable HTTP session header. And the names of what the lab
+records beside a client's messages (its evidence's own events: a GET stream opened,
+resumed or closed, a session ended by the server or deleted by the client, a listen
+stream closed), and the client name of a session that never said who it is.
+"""
+
+from __future__ import annotations
+
+UPDATED = "notifications/resources/updated"
+LIST_CHANGED = "notifications/resources/list_changed"
+# The generation without sessions, GET streams or resources/subscribe (subscriptions/listen).
+MODERN = "2026-07-28"
+SESSION_HEADER = "mcp-session-id"
+SESSION_HEADER_BYTES = SESSION_HEADER.encode("latin-1")
+# A session whose initialize (or server/discover) named no client.
+UNKNOWN_CLIENT = "unknown"
+# The session key of a 2026-07-28 client (``modern:<name>/<version>``): it has no session.
+MODERN_SESSION_PREFIX = "modern:"
+
+# The evidence's own events (not messages of a client's).
+STREAM_OPEN, STREAM_RESUME = "stream/open", "stream/resume"
+STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
+SESSION_END = "session/end"  # the server ended it (idle, replica gone)
+SESSION_DELETE = "session/delete"  # the client ended it (HTTP DELETE)
+LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resources ended
