@@ -15,6 +15,8 @@ LIST_CHANGED = "notifications/resources/list_changed"
 MODERN = "2026-07-28"
 SESSION_HEADER = "mcp-session-id"
 SESSION_HEADER_BYTES = SESSION_HEADER.encode("latin-1")
+# JSON-RPC's "method not found" (here so that reading evidence needs no SDK import).
+METHOD_NOT_FOUND = -32601
 # A session whose initialize (or server/discover) named no client.
 UNKNOWN_CLIENT = "unknown"
 # The session key of a 2026-07-28 client (``modern:<name>/<version>``): it has no session.

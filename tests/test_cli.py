@@ -13,7 +13,7 @@ import pytest
 
 from services import contract
 from services.cli.embedded_redis import free_port
-from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab, version_of
+from tests.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -200,3 +200,18 @@ def test_uvicorns_own_lines_are_in_the_labs_log_format(lab) -> None:
     line = server.wait_for(r"Invalid HTTP request received", timeout=10)
     assert re.match(r"^\d\d:\d\d:\d\d\.\d{3} WARNING \[http\] Invalid HTTP request", line), line
     assert not server.matching(r"^(WARNING|INFO|ERROR):  ")
+
+
+def test_report_imports_neither_the_mcp_sdk_nor_fastmcp(redis_url) -> None:
+    """``mcp-lab report`` stays quick: reading and scoring evidence needs no SDK (its
+    import alone took 1.8-2.6 s on a loaded machine)."""
+    env = lab_env(redis_url)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "services", "report", "--format", "json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}  # fmt: skip
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("mcp", "mcp_types", "fastmcp"))
+    assert heavy == [], heavy

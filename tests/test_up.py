@@ -171,6 +171,34 @@ async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) ->
         assert up.stop() == 0
 
 
+async def test_report_without_a_running_up_reads_the_kept_data_and_leaves_it_as_it_was(
+    tmp_path,
+) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)  # no Redis named
+    up = await astart_up(env, port, redis_port)
+    try:
+        async with connect(f"http://127.0.0.1:{port}/mcp", "kept-client") as client:
+            await client.read_text()
+    finally:
+        assert up.stop() == 0
+    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(data_dir)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(data_dir.rglob("*"))
+            if p.is_file()
+        }
+
+    before = listing()
+    report = await amcp_lab(env, "report", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert "no lab runs; reading the evidence kept in" in report.stderr
+    assert [c["client"] for c in json.loads(report.stdout)["clients"]] == ["kept-client"]
+    assert listing() == before  # the kept data was read through a copy, never written
+
+
 async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path) -> None:
     """None of them is told where the lab is: up runs on ports of its own choosing."""
     port, redis_port = free_port(), free_port()

@@ -182,7 +182,7 @@ def _command(port: int, data_dir: str, fsync: str | None, limits: RedisLimits) -
     return [*command, "--appendonly", "no"]
 
 
-def _answers(port: int) -> bool:
+def answers(port: int) -> bool:
     """True when a server on ``port`` answers PING (so it has loaded its data)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
@@ -220,7 +220,7 @@ def _wait_ready(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"redis-server exited with code {process.returncode} on port {port}")
-        if _answers(port):
+        if answers(port):
             return
         if give_up is not None and give_up():
             _kill(process)

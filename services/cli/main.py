@@ -12,6 +12,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
@@ -170,12 +171,43 @@ def _cmd_report(args: argparse.Namespace) -> int:
             return 2
     if args.json:
         args.format = "json"
-    settings = _with_lab_redis(_settings())
+    settings = _settings()
     try:
+        kept = _kept_data_only(settings)
+        if kept is not None:
+            return _report_kept(settings, args, kept)
+        settings = _with_lab_redis(settings)
         return _with_redis(_report(settings, args), settings.redis_url)
     except LookupError as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
+
+
+def _kept_data_only(settings: LabSettings) -> Path | None:
+    """The data a stopped ``up`` kept, when no lab runs to report from: no REDIS_URL,
+    no running ``up``, nothing answering on the default Redis port."""
+    from services.cli import runtime
+    from services.cli.embedded_redis import answers
+    from services.cli.kept import kept_data
+
+    if "redis_url" in settings.model_fields_set or runtime.running_up() is not None:
+        return None
+    if answers(urlsplit(settings.redis_url).port or 6379):
+        return None
+    return kept_data()
+
+
+def _report_kept(settings: LabSettings, args: argparse.Namespace, data_dir: Path) -> int:
+    from services.cli.kept import kept_redis
+
+    print(
+        f"mcp-lab: no lab runs; reading the evidence kept in {data_dir} (a copy, read only)",
+        file=sys.stderr,
+        flush=True,
+    )
+    with kept_redis(data_dir) as url:
+        reading = settings.model_copy(update={"redis_url": url})
+        return _with_redis(_report(reading, args), url)
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:

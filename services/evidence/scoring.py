@@ -16,8 +16,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-import mcp_types
-
 from services import protocol
 from services.catalog import REVIEW_STATUS
 from services.contract import (
@@ -316,7 +314,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
             continue
         if event.reason == REASON_UNADVERTISED and event.method not in answered:
             answered.append(event.method)
-        elif event.error == mcp_types.METHOD_NOT_FOUND and event.method not in refused:
+        elif event.error == protocol.METHOD_NOT_FOUND and event.method not in refused:
             refused.append(event.method)
     notes: list[str] = []
     if answered:
@@ -325,7 +323,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
         )
     if refused:
         requests = [e for e in events if _is_request(e)]
-        left = requests[-1].method in refused and requests[-1].error == mcp_types.METHOD_NOT_FOUND
+        left = requests[-1].method in refused and requests[-1].error == protocol.METHOD_NOT_FOUND
         tail = "and left after the error" if left else "refused with -32601"
         notes.append(f"asked {', '.join(refused)} (not advertised) {tail}")
     return notes
