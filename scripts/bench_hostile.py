@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Measurement: what hostile clients cost the lab (README "Hostile clients", docs/faults.md).
+"""Measurement: what hostile clients cost the lab (docs/security.md "Hostile clients",
+docs/faults.md).
 
-Three attacks of issue 20, each against a fresh local redis-server and a server
+Three attacks, each against a fresh local redis-server and a server
 process with the default settings (loopback, free ports). Not a test: figures only.
 
 * ``redis``: one session whose ``clientInfo`` is ``--name-bytes`` long (1 MB), then

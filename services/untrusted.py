@@ -27,7 +27,7 @@ import html
 import re
 from urllib.parse import quote
 
-# Limits, in characters, of values a client chooses (the README lists them).
+# Limits, in characters, of values a client chooses (docs/security.md lists them).
 CLIENT_NAME_CHARS = 128
 CLIENT_VERSION_CHARS = 64
 URI_CHARS = 512

@@ -42,7 +42,8 @@ TEST_DB = 15 - int(_WORKER.removeprefix("gw") or 0)
 if TEST_DB < 0:
     raise pytest.UsageError("at most 16 pytest-xdist workers: Redis has 16 databases")
 
-# Tests that need these fixtures get these markers (see the README's test section):
+# Tests that need these fixtures get these markers (docs/architecture.md, "How the tests
+# are built"):
 # `process` tests start lab processes, `browser` ones drive Chromium, `clients` ones
 # run a real client program. `dev.py test --quick` leaves them all out.
 _MARKED_BY_FIXTURE = {

@@ -86,7 +86,7 @@ def test_the_published_port_follows_the_server_port() -> None:
 
 def test_the_scale_profile_puts_the_balancer_on_the_published_port() -> None:
     """``--profile scale`` adds the balancer on the port the server has without it;
-    ``MCP_LAB_SERVER_PORT=0`` moves the replicas off it (README "Several replicas")."""
+    ``MCP_LAB_SERVER_PORT=0`` moves the replicas off it (docs/usage.md "Several replicas")."""
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     assert services["balancer"]["profiles"] == ["scale"]

@@ -1,6 +1,6 @@
 """The scale profile: three server replicas behind HAProxy, one Redis, one updater.
 
-Brings up ``docker compose --profile scale up --scale server=3`` (the README's
+Brings up ``docker compose --profile scale up --scale server=3`` (docs/usage.md's
 command) under a project of its own, on a network compose makes for it, and
 drives it through the balancer only:
 

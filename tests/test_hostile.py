@@ -3,7 +3,7 @@
 Most run the lab in process (tests/inproc.py) on the real Redis of the test; the
 ones whose claim is the process boundary (open-file limits, a replica killed with
 SIGKILL) start server processes. scripts/bench_hostile.py measures the same
-attacks at full size and prints the figures (README, "Hostile clients").
+attacks at full size and prints the figures (docs/security.md, "Hostile clients").
 """
 
 from __future__ import annotations

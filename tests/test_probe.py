@@ -22,11 +22,12 @@ TOKEN = "probe-token-1"
 
 
 def readme_steps() -> list[str]:
-    """The step lines the README's probe section says the probe prints, in order."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### The probe") : readme.index("## Who may connect")]
+    """The step lines the probe's section of docs/usage.md says it prints, in order."""
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    start = usage.index("### The probe")
+    section = usage[start : usage.index("\n## ", start)]
     listed = re.search(r"per step \((.*?)\)", section, re.DOTALL)
-    assert listed, "the README's probe section no longer lists the steps"
+    assert listed, "the probe's section of docs/usage.md no longer lists the steps"
     return re.findall(r"`(\w+)`", listed.group(1))
 
 
@@ -48,7 +49,7 @@ def test_probe_runs_the_whole_flow_against_the_lab(lab, protocol, transport) -> 
         url = url.removesuffix("/mcp") + "/sse"
     code, steps = probe(url, "--protocol", protocol, "--transport", transport, "--timeout", "15")
     assert code == 0, steps
-    # every step the README lists, in its order, one JSON line each
+    # every step docs/usage.md lists, in its order, one JSON line each
     assert [s["step"] for s in steps] == readme_steps(), steps
     assert readme_steps() == [*probe_module.STEPS, "summary"]
     by_step = {s["step"]: s for s in steps}

@@ -343,7 +343,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-lab",
         description="MCP resource-subscription compatibility lab. Settings: MCP_TEST_* and "
-        "REDIS_URL environment variables (see README).",
+        "REDIS_URL environment variables (see docs/usage.md).",
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
@@ -455,7 +455,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
 
     probe = sub.add_parser(
         "probe",
-        help="run the ideal subscription flow against any MCP server (exit codes in README)",
+        help="run the ideal subscription flow against any MCP server (exit codes in "
+        "docs/usage.md)",
     )
     probe.add_argument(
         "--url",

@@ -44,7 +44,7 @@ class Level:
 
 
 # The levels, declared once: the report JSON carries them (``levels``,
-# ``checkpoints``), and the table, the dashboard and the README follow it.
+# ``checkpoints``), and the table, the dashboard and the README's level table follow it.
 LEVELS: tuple[Level, ...] = (
     Level(0, "no connection"),
     Level(1, "connected", "connected", "connect"),
