@@ -199,6 +199,23 @@ async def test_report_without_a_running_up_reads_the_kept_data_and_leaves_it_as_
     assert listing() == before  # the kept data was read through a copy, never written
 
 
+async def test_up_plays_a_scenario_and_the_probe_plays_the_same_one_by_itself(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds="0.5")
+    up = await astart_up(env, port, redis_port, "--scenario", "repeated")
+    try:
+        assert up.matching(r"Scenario +repeated")
+        probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "20")
+        assert "the lab plays the scenario repeated: probing it" in probed.stderr
+        steps = [json.loads(line) for line in probed.stdout.splitlines() if line.strip()]
+        assert probed.returncode == 0, steps
+        assert len([s for s in steps if s["step"] == "final_content"]) == 3
+        report = await amcp_lab(env, "report", "--format", "json")
+        assert json.loads(report.stdout)["scenario"]["name"] == "repeated"
+    finally:
+        assert up.stop() == 0
+
+
 async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path) -> None:
     """None of them is told where the lab is: up runs on ports of its own choosing."""
     port, redis_port = free_port(), free_port()

@@ -230,11 +230,13 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     url = args.url
     if url is None:
-        server = _with_lab_server(_settings())
+        settings = _settings()
+        server = _with_lab_server(settings)
         if args.transport == "sse" and not server.sse_path:
             print("mcp-lab: that lab serves no legacy SSE endpoint; pass --url", file=sys.stderr)
             return 2
         url = server.sse_url if args.transport == "sse" else server.mcp_url
+        args.scenario = _lab_scenario_for_probe(settings, args.scenario)
     return probe.main(
         url,
         args.uri,
@@ -244,6 +246,53 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         args.transport,
         args.scenario,
     )
+
+
+def _lab_scenario_for_probe(settings: LabSettings, asked: str | None) -> str | None:
+    """The scenario the probe plays against the running lab: the one it plays (read
+    from its Redis) unless another is asked for, which is then said to differ."""
+    from services.cli import runtime
+
+    if runtime.running_up() is None:
+        return asked
+    url, _ = runtime.find_redis(settings)
+    try:
+        played = _with_redis_quietly(url)
+    except OSError:
+        return asked
+    if played is None or asked == played:
+        return asked or played
+    if asked is None:
+        print(f"mcp-lab: the lab plays the scenario {played}: probing it", file=sys.stderr)
+        return played
+    print(
+        f"mcp-lab: the lab plays {played}, not {asked}: the probe expects what {asked} "
+        f"does and may wait in vain (mcp-lab up --scenario {asked})",
+        file=sys.stderr,
+    )
+    return asked
+
+
+def _with_redis_quietly(url: str) -> str | None:
+    """The scenario name the lab at Redis ``url`` recorded, if any (one short GET)."""
+    import asyncio
+
+    from redis.exceptions import RedisError
+
+    from services import state
+
+    async def read() -> str | None:
+        redis = state.connect(url)
+        try:
+            raw = await state.read_raw(redis, "GET", contract.SCENARIO_KEY)
+        finally:
+            await redis.aclose()
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None
+
+    try:
+        return asyncio.run(read())
+    except RedisError as exc:
+        raise OSError(str(exc)) from exc
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -472,8 +521,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     probe.add_argument(
         "--scenario",
         default=None,
-        help="play this scenario of the lab as its ideal client (default: single; "
-        "mcp-lab scenarios lists them)",
+        help="play this scenario of the lab as its ideal client (default: the one the "
+        "running mcp-lab up plays, else single; mcp-lab scenarios lists them)",
     )
     probe.add_argument("--auth-token", default=None, help="sent as 'Authorization: Bearer T'")
     probe.add_argument(
