@@ -62,6 +62,7 @@ _PROCESS_MODULES = {
     "test_probe",
     "test_scenarios",
     "test_settings",
+    "test_sweep",
     "test_transports",
     "test_up",
 }
