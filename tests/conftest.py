@@ -63,6 +63,7 @@ _PROCESS_MODULES = {
     "test_probe",
     "test_scenarios",
     "test_settings",
+    "test_sweep",
     "test_transports",
     "test_up",
 }
@@ -77,6 +78,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             names.add("process")
         for name in sorted(names):
             item.add_marker(name)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _history_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``mcp-lab clients run`` keeps every row in the user's history
+    (services/clients/history.py): the rows of the tests' runs, and of the commands they
+    start, go to a file of the test run's own instead."""
+    kept = tmp_path_factory.mktemp("history") / "history.sqlite3"
+    os.environ["MCP_LAB_HISTORY"] = str(kept)
 
 
 @pytest.fixture(autouse=True)

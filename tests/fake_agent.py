@@ -20,7 +20,8 @@ scripted model), offering its model the tools ``read_mcp_resource``,
 - ``offline``: never connects to the lab at all (as a CLI that ignored the MCP
   configuration it was given): the runner's failure, not a level.
 
-    python tests/fake_agent.py --mcp URL --model URL --behaviour push [--continue] PROMPT
+    python tests/fake_agent.py --mcp URL --model URL --behaviour push [--continue]
+        [--agent-version V] PROMPT
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class Agent:
         self.session_file.write_text(json.dumps(messages))
 
     async def run(self) -> None:
-        info = mcp_types.Implementation(name=NAME, version=VERSION)
+        info = mcp_types.Implementation(name=NAME, version=self.args.agent_version)
         async with httpx2.AsyncClient(timeout=30) as http:
             if self.args.behaviour == "offline":
                 await self._converse(http, None)
@@ -216,6 +217,7 @@ def main() -> int:
         required=True,
     )
     parser.add_argument("--continue", dest="resume", action="store_true")
+    parser.add_argument("--agent-version", default=VERSION, help="the clientInfo version it sends")
     parser.add_argument("prompt")
     asyncio.run(Agent(parser.parse_args()).run())
     return 0

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from services.evidence import picture
 from services.evidence.report import levels_json
 from tests.browser import ARTIFACTS, expect
 
@@ -133,6 +134,7 @@ class StubLab:
 
     def __init__(self, report: dict[str, Any]) -> None:
         self.report = report
+        self.matrix: dict[str, Any] = {"scenarios": [], "clients": []}
         self.stream_connections = 0
         self.ready = threading.Event()
         self._closed = False
@@ -145,6 +147,8 @@ class StubLab:
                 Route("/", self.index),
                 Route("/api/report", self.current),
                 Route("/api/stream", self.stream),
+                Route("/api/picture", self.picture),
+                Route("/api/matrix", self.clients_matrix),
             ],
             lifespan=self._lifespan,
         )
@@ -160,6 +164,19 @@ class StubLab:
 
     async def current(self, request: Request) -> Response:
         return JSONResponse(self.report)
+
+    async def picture(self, request: Request) -> Response:
+        """A session's picture, drawn by the lab's own code from the current report."""
+        label = request.query_params.get("session")
+        for client in self.report["clients"]:
+            for session in client["sessions"]:
+                if session["session"] == label:
+                    flow = picture.flow_of(session, client["client"], client["version"])
+                    return Response(picture.session_svg(flow), media_type="image/svg+xml")
+        return Response(status_code=404)
+
+    async def clients_matrix(self, request: Request) -> Response:
+        return JSONResponse(self.matrix)
 
     async def stream(self, request: Request) -> Response:
         await self._accepting.wait()  # a held stream: the browser keeps connecting
@@ -378,4 +395,68 @@ def test_the_scenario_and_its_own_checkpoints_are_shown(stub_lab, page, errors):
     expect(row.locator('[data-check="re_read_each"]')).to_have_text("1/3")
     expect(row.locator('[data-check="re_read_each"] .tag.bad')).to_have_count(1)
     expect(page.locator("#clients-head")).to_contain_text("re-read after each")
+    assert errors == []
+
+
+def test_each_session_shows_its_picture_drawn_by_the_lab(stub_lab, page, errors):
+    stub, base_url = stub_lab
+    page.goto(f"{base_url}/")
+    first = page.locator(f'figure.picture[data-picture="{SESSION}"]')
+    expect(first.locator("svg.flow")).to_have_attribute("data-level", "3")
+
+    stub.publish(report_at(6))
+    # The session changed: its picture is fetched again and follows it.
+    expect(first.locator("svg.flow")).to_have_attribute("data-level", "6")
+    expect(first).to_have_attribute("data-loaded", "yes")
+    expect(first.locator("g.checkpoint")).to_have_count(6)
+    second = page.locator(f'figure.picture[data-picture="{SECOND_SESSION}"]')
+    second.scroll_into_view_if_needed()
+    expect(second.locator("g.notification.dropped")).to_have_count(1)
+    expect(second.locator("g.request.error text").first).to_have_text("resources/read")
+    # The hostile client's picture shows its name as text; nothing of it ran.
+    hostile = page.locator('figure.picture[data-picture="deadbeef"]')
+    hostile.scroll_into_view_if_needed()
+    expect(hostile.locator('[data-lane="client"] text')).to_contain_text("<img src=x")
+    expect(page.locator("figure.picture img, figure.picture script")).to_have_count(0)
+    assert page.evaluate("window.__xss") is None
+    # The downloads sit in the header, each a file of its kind.
+    for kind, path in (("md", "/api/report.md"), ("json", "/api/report.json"),
+                       ("html", "/api/report.html")):  # fmt: skip
+        link = page.locator(f"#export-{kind}")
+        expect(link).to_have_attribute("href", path)
+        expect(link).to_have_attribute("download", "")
+    assert errors == []
+
+
+def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
+    stub_lab, page, errors, tmp_path
+):
+    from services.clients import history
+    from services.clients.matrix import Check, Row
+
+    def row(version: str, level: int, subscribed: str) -> Row:
+        made = Row("inspector", version, "single", "no tool", level=level, server_level=level)
+        made.checklist = {"read": Check("yes", 1.0), "subscribed": Check(subscribed)}
+        return made
+
+    kept = tmp_path / "history.sqlite3"
+    history.record([row("2.12.0", 3, "no")], path=kept, when="2026-11-01T10:00:00Z")
+    history.record([row("2.13.0", 5, "yes")], path=kept, when="2026-12-01T10:00:00Z")
+    stub, base_url = stub_lab
+    stub.matrix = history.matrix(kept)
+
+    page.goto(f"{base_url}/#matrix")
+    expect(page.locator("#matrix-view")).to_be_visible()
+    expect(page.locator("#run-view")).to_be_hidden()
+    expect(page.locator("#matrix-head th")).to_have_text(["Client", "single"])
+    cell = page.locator('#matrix-rows tr[data-client="inspector"] td[data-scenario="single"]')
+    expect(cell.locator(".setup")).to_have_text("no tool: 5 notified 2.13.0 · 2026-12-01")
+    expect(cell.locator("summary")).to_have_text("history: 2 verdict(s), 1 change(s)")
+    cell.locator("summary").click()
+    expect(cell.locator("li.changed")).to_have_text(
+        "2026-12-01 10:00 · 2.13.0 · level 5 notified · changed: "
+        "2.13.0: level 3 -> 5; subscribed: no -> yes"
+    )
+    page.locator("#view-run").click()
+    expect(page.locator("#run-view")).to_be_visible()
     assert errors == []

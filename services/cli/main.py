@@ -143,6 +143,10 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(made), indent=2))
     elif args.format == "markdown":
         print(report.to_markdown(made), end="")
+    elif args.format == "html":
+        from services.evidence.html_report import to_html
+
+        print(to_html(made), end="")
     else:
         print(report.to_table(made))
     return 0
@@ -484,10 +488,11 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="how far each client got, from the evidence")
     rep.add_argument(
         "--format",
-        choices=["table", "markdown", "json"],
+        choices=["table", "markdown", "json", "html"],
         default="table",
         help="table: one row per client (default); markdown: compatibility notes, one block "
-        "per client; json: everything, with each session's timeline",
+        "per client, with a mermaid sequence diagram; json: everything, with each session's "
+        "timeline; html: one self-contained page with a picture of each session",
     )
     rep.add_argument("--json", action="store_true", help="the same as --format json")
     which = rep.add_mutually_exclusive_group()

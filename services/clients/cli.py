@@ -1,4 +1,5 @@
-"""The ``mcp-lab clients`` subcommands (``list`` and ``run``)."""
+"""The ``mcp-lab clients`` subcommands (``list`` and ``run``; ``history`` and ``sweep``
+are in :mod:`services.clients.history_commands`)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
+    from services.clients.history_commands import add_parsers
+
+    add_parsers(actions)
+
 
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
@@ -132,6 +137,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     )
+    from services.clients.history_commands import keep
+
+    kept = keep(rows, "run")
     if args.format == "json":
         print(matrix.to_json(rows))
     elif args.format == "markdown":
@@ -139,4 +147,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print(matrix.to_table(rows))
     progress(f"each run's files: {cache_dir() / 'runs'}")
+    if kept is not None:
+        progress(f"kept in the history: {kept} (mcp-lab clients history)")
     return 0

@@ -10,6 +10,7 @@ by hand, and only where the installed version has it: Claude Code 2.1.88 has non
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from services.clients.pins import NODE22_VERSION, ClientSpec, node22_package
+from services.clients.versions import version_key
 
 INSTALL_TIMEOUT = 900.0
 LATEST = "latest"
@@ -48,6 +50,20 @@ def resolve_version(package: str, version: str) -> str:
     if not _VERSION.match(found):
         raise InstallError(f"npm view {package}@latest gave no version: {result.strip()[:200]!r}")
     return found
+
+
+def released(package: str) -> list[str]:
+    """Every version of ``package`` the npm registry lists (``npm view PKG versions
+    --json``), in version order."""
+    text = _checked([_npm(), "view", package, "versions", "--json"], f"npm view {package}")
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstallError(f"npm view {package} versions gave no JSON: {text[:200]!r}") from exc
+    versions = [found] if isinstance(found, str) else found
+    if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+        raise InstallError(f"npm view {package} versions gave no list: {text[:200]!r}")
+    return sorted(versions, key=version_key)
 
 
 def npm_install(

@@ -1,4 +1,6 @@
-"""Renderings of the scores: JSON (machines, the dashboard), a terminal table, markdown notes."""
+"""Renderings of the scores: JSON (machines, the dashboard), a terminal table, markdown notes
+(each client's best session also as a mermaid sequence diagram, :mod:`services.evidence.picture`).
+The HTML report is :mod:`services.evidence.html_report`."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 from services import untrusted
 from services.contract import Event, entry_time_ms
+from services.evidence import picture
 from services.evidence.build import Report
 from services.evidence.scoring import (
     CHECKPOINTS,
@@ -88,6 +91,8 @@ def _event_json(event: Event) -> dict[str, Any]:
         "version": event.version,
         "delivered": event.delivered,
         "error": event.error,
+        "resumed": event.resumed,
+        "reason": event.reason,
     }
 
 
@@ -222,6 +227,12 @@ def _yes(ms: int | None, detail: str = "") -> str:
     return f"yes{detail} ({clock(ms)} UTC)"
 
 
+def _mermaid_of(client: str, version: str, session: SessionScore) -> str:
+    """The flow of a client's best session as a mermaid sequence diagram, fenced."""
+    flow = picture.flow_of(_session_json(session), client, version)
+    return f"```mermaid\n{picture.mermaid(flow)}\n```"
+
+
 def to_markdown(report: Report) -> str:
     """Compatibility notes, one block per client, filled in from the evidence."""
     clients, missing = report.clients, report.missing
@@ -275,6 +286,8 @@ def to_markdown(report: Report) -> str:
                     f"- Re-reads after the update? {reread}",
                     *own,
                     f"- Notes: {notes}",
+                    "",
+                    _mermaid_of(client.client, client.version, best),
                 ]
             )
         )

@@ -4,6 +4,9 @@
 ``/api/report``  the current run's report as JSON (sessions by label, never by id)
 ``/api/stream``  server-sent events: the report again whenever evidence is recorded
                  (at most ``MCP_TEST_DASHBOARD_MAX_STREAMS`` at once, 503 past it)
+``/api/report.json``, ``.md``, ``.html``, ``/api/picture``, ``/api/matrix``
+                 downloads of the report, a session's picture, the clients matrix
+                 (services/server/exports.py)
 ``/healthz``     Redis reachability, the relay's state (503 when degraded), and the
                  Streamable HTTP sessions open against their cap
 
@@ -22,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from services.evidence.recorder import Recorder
+from services.server import exports
 from services.server.dashboard_feed import DashboardFeed
 from services.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from services.server.mcp_adapter import HttpSessions
@@ -66,6 +70,26 @@ def add_routes(
             return JSONResponse(await feed.report())
         except (RedisError, OSError) as exc:
             return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
+
+    @server.custom_route("/api/report.json", methods=["GET"])
+    async def report_json(_: Request) -> Response:
+        return await exports.download(feed, "json")
+
+    @server.custom_route("/api/report.md", methods=["GET"])
+    async def report_markdown(_: Request) -> Response:
+        return await exports.download(feed, "md")
+
+    @server.custom_route("/api/report.html", methods=["GET"])
+    async def report_html(_: Request) -> Response:
+        return await exports.download(feed, "html")
+
+    @server.custom_route("/api/picture", methods=["GET"])
+    async def session_picture(request: Request) -> Response:
+        return await exports.session_picture(feed, request)
+
+    @server.custom_route("/api/matrix", methods=["GET"])
+    async def clients_matrix(_: Request) -> Response:
+        return await exports.clients_matrix()
 
     @server.custom_route("/api/stream", methods=["GET"])
     async def api_stream(_: Request) -> Response:

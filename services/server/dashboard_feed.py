@@ -44,14 +44,14 @@ _REFUSAL_LOG_SECONDS = 10.0
 
 async def build_report(
     redis: Redis, recorder: Recorder | None, max_events: int, run_id: str | None = None
-) -> dict[str, Any]:
-    """The report of ``run_id`` (the current run when None) as plain data, from at
-    most its ``max_events`` newest events (the one report builder,
-    :mod:`services.evidence.build`, then its JSON). Its ``missing_events`` adds the
-    events this server lost and could not count in Redis yet (``recorder``)."""
+) -> tuple[build.Report, dict[str, Any]]:
+    """The report of ``run_id`` (the current run when None), from at most its
+    ``max_events`` newest events (the one report builder, :mod:`services.evidence.build`),
+    and its JSON. Its ``missing_events`` adds the events this server lost and could not
+    count in Redis yet (``recorder``)."""
     unsaved = recorder.unsaved_lost if recorder is not None else 0
     made = await build.build(redis, run=run_id, unsaved_lost=unsaved, max_events=max_events)
-    return report.to_json(made)
+    return made, report.to_json(made)
 
 
 def _framed(data: dict[str, Any]) -> bytes:
@@ -83,6 +83,7 @@ class DashboardFeed:
         self._follower: asyncio.Task[None] | None = None
         self._building: asyncio.Task[dict[str, Any]] | None = None
         self._latest: dict[str, Any] | None = None
+        self._latest_made: build.Report | None = None
         self._latest_at = float("-inf")
         self._frame: bytes | None = None
         self._version = 0
@@ -108,10 +109,19 @@ class DashboardFeed:
             self._building = asyncio.create_task(self._build_now(), name="dashboard report")
         return await asyncio.shield(self._building)
 
+    async def built(self) -> tuple[build.Report, dict[str, Any]]:
+        """The newest report as :meth:`report` gives it, with the report it was made
+        from (for the renderings that take one: markdown). Sessions in the JSON are
+        labelled; the markdown shows no session at all."""
+        await self.report()
+        made = self._latest_made
+        assert made is not None and self._latest is not None
+        return made, self._latest
+
     async def _build_now(self) -> dict[str, Any]:
-        data = await build_report(self._build_redis, self._recorder, self._max_events)
+        made, data = await build_report(self._build_redis, self._recorder, self._max_events)
         self.builds += 1
-        self._latest = self._labels.public(data)
+        self._latest, self._latest_made = self._labels.public(data), made
         self._latest_at = time.monotonic()
         return self._latest
 

@@ -9,7 +9,8 @@ With ``MCP_TEST_AUTH_TOKEN`` set, every request but ``GET /healthz`` needs
 so the dashboard page alone (``GET /``) also takes
 ``?token=<token>``, and hands the browser a cookie (HttpOnly, SameSite=Strict,
 an HMAC of the token, not the token) that the page's own data requests
-(``GET /api/report``, ``GET /api/stream``) carry; it opens nothing else.
+(``GET /api/report``, ``GET /api/stream``, and the downloads, pictures and matrix
+beside them) carry; it opens nothing else.
 
 A request body over ``MCP_TEST_MAX_BODY_BYTES`` gets 413: at once when its
 Content-Length says so, else (a chunked body, which has no Content-Length) as
@@ -52,7 +53,18 @@ logger = logging.getLogger("mcp_lab.guard")
 _OPEN_PATHS = frozenset({"/healthz"})
 # Where ``?token=`` is taken (the dashboard page), and where its cookie is (its data).
 _QUERY_TOKEN_PATHS = frozenset({"/"})
-_COOKIE_PATHS = frozenset({"/api/report", "/api/stream"})
+_COOKIE_PATHS = frozenset(
+    {
+        "/api/report",
+        "/api/stream",
+        # the page's downloads, pictures and matrix (services/server/exports.py)
+        "/api/report.json",
+        "/api/report.md",
+        "/api/report.html",
+        "/api/picture",
+        "/api/matrix",
+    }
+)
 DASHBOARD_COOKIE = "mcp_lab_dashboard"
 
 

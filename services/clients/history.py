@@ -1,0 +1,406 @@
+"""The clients matrix's history: every row of ``mcp-lab clients run`` and ``sweep``, kept.
+
+A row (:class:`services.clients.matrix.Row`) is one client version in one scenario and
+lab setup. Each is kept with the date, the lab's version and where it came from (a
+``run`` or a ``sweep``): the level, the checklist's answers, the scenario's own checks,
+the notes and the run folders. ``mcp-lab clients history`` shows, per client, each
+scenario and setup over its versions (in version order, then by date) and marks every
+change of the verdict; the dashboard's matrix (``/api/matrix``) shows the latest verdict
+per client and scenario with the history behind it.
+
+The store is one SQLite file (the standard library's ``sqlite3``), ``history.sqlite3``
+in the lab's data directory (``$XDG_DATA_HOME/mcp-lab``, default
+``~/.local/share/mcp-lab``; ``MCP_LAB_HISTORY`` names another file). Not the lab's
+Redis: a clients run starts labs of its own and needs no running one, a sweep takes
+hours and its rows must survive any lab's reset or Redis's ``maxmemory``, and a file
+is what a user copies, backs up or deletes. SQLite takes concurrent writers (a run and
+a sweep at once) by locking the file; readers (the dashboard) open it read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.clients.matrix import CHECKLIST, Row, level_name
+from services.clients.versions import version_key
+
+HISTORY_ENV = "MCP_LAB_HISTORY"
+RUN, SWEEP = "run", "sweep"
+SCHEMA_VERSION = 1
+CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
+_LOCK_TIMEOUT = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    recorded TEXT NOT NULL,
+    lab_version TEXT NOT NULL,
+    source TEXT NOT NULL,
+    client TEXT NOT NULL,
+    version TEXT NOT NULL,
+    scenario TEXT NOT NULL,
+    setup TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    level INTEGER,
+    server_level INTEGER,
+    answers TEXT NOT NULL,
+    checks TEXT NOT NULL,
+    notes TEXT NOT NULL,
+    runs TEXT NOT NULL,
+    runner_failed TEXT
+);
+CREATE INDEX IF NOT EXISTS verdicts_cell ON verdicts (client, scenario, setup);
+"""
+_COLUMNS = (
+    "recorded, lab_version, source, client, version, scenario, setup, protocol, level, "
+    "server_level, answers, checks, notes, runs, runner_failed"
+)
+
+
+def history_path() -> Path:
+    """Where the history is: ``MCP_LAB_HISTORY``, else ``history.sqlite3`` in the lab's
+    data directory."""
+    named = os.environ.get(HISTORY_ENV)
+    if named:
+        return Path(named).expanduser()
+    from services.cli.runtime import default_data_dir
+
+    return default_data_dir().parent / "history.sqlite3"
+
+
+def lab_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-subscribe-lab")
+    except PackageNotFoundError:
+        return "-"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record(
+    rows: Iterable[Row],
+    source: str = RUN,
+    *,
+    path: Path | None = None,
+    when: str | None = None,
+) -> Path:
+    """Keep ``rows`` (one ``clients run``, or one version of a sweep); returns the file."""
+    where = path or history_path()
+    where.parent.mkdir(parents=True, exist_ok=True)
+    stamp, lab = when or _now(), lab_version()
+    values = [
+        (
+            stamp,
+            lab,
+            source,
+            row.client,
+            row.version,
+            row.scenario,
+            row.setup,
+            row.protocol,
+            row.level,
+            row.server_level,
+            json.dumps({key: check.answer for key, check in row.checklist.items()}),
+            json.dumps([{k: c.get(k) for k in ("key", "title", "answer")} for c in row.checks]),
+            json.dumps(row.notes),
+            json.dumps(row.runs),
+            row.runner_failed,
+        )
+        for row in rows
+    ]
+    with closing(sqlite3.connect(where, timeout=_LOCK_TIMEOUT)) as db, db:
+        db.executescript(_SCHEMA)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        marks = ", ".join("?" * len(_COLUMNS.split(", ")))
+        db.executemany(f"INSERT INTO verdicts ({_COLUMNS}) VALUES ({marks})", values)
+    return where
+
+
+@dataclass
+class Entry:
+    """One kept row."""
+
+    recorded: str
+    lab_version: str
+    source: str  # RUN or SWEEP (of entries taken together: each, joined by "+")
+    client: str
+    version: str
+    scenario: str
+    setup: str
+    protocol: str
+    level: int | None
+    server_level: int | None
+    answers: dict[str, str]
+    checks: list[dict[str, Any]]
+    notes: list[str]
+    runs: dict[str, str]
+    runner_failed: str | None
+    count: int = 1  # identical entries of one version taken together
+    last_recorded: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """No verdict: the runner failed, or the client could not be run."""
+        return self.level is None
+
+    def verdict(self) -> dict[str, str]:
+        """What a change is measured on: the level, the protocol negotiated, each checklist
+        answer, each of the scenario's checks (by title)."""
+        out = {"level": "-" if self.level is None else str(self.level), "protocol": self.protocol}
+        out.update(self.answers)
+        for check in self.checks:
+            out[f"check:{check.get('title') or check.get('key')}"] = str(check.get("answer"))
+        return out
+
+    def level_text(self) -> str:
+        if self.level is None:
+            return "- runner failed" if self.runner_failed else "- not run"
+        return f"{self.level} {level_name(self.level)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recorded": self.recorded,
+            "last_recorded": self.last_recorded or self.recorded,
+            "runs_kept": self.count,
+            "lab_version": self.lab_version,
+            "source": self.source,
+            "version": self.version,
+            "protocol": self.protocol,
+            "level": self.level,
+            "level_name": self.level_text().partition(" ")[2],
+            "server_level": self.server_level,
+            "answers": self.answers,
+            "checks": self.checks,
+            "notes": self.notes,
+            "runs": self.runs,
+            "runner_failed": self.runner_failed,
+        }
+
+
+def read(path: Path | None = None, client: str | None = None) -> list[Entry]:
+    """Every kept row (of ``client``), oldest first; none when there is no history yet.
+    The file is opened read-only."""
+    where = path or history_path()
+    if not where.exists():
+        return []
+    query = f"SELECT {_COLUMNS} FROM verdicts"
+    args: tuple[str, ...] = ()
+    if client is not None:
+        query, args = query + " WHERE client = ?", (client,)
+    with closing(sqlite3.connect(f"{where.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        try:
+            rows = db.execute(query + " ORDER BY id", args).fetchall()
+        except sqlite3.OperationalError as exc:  # a file with no table yet
+            if "no such table" in str(exc):
+                return []
+            raise
+    return [_entry(r) for r in rows]
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    (recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
+     answers, checks, notes, runs, failed) = row  # fmt: skip
+    return Entry(
+        recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
+        json.loads(answers), json.loads(checks), json.loads(notes), json.loads(runs), failed,
+    )  # fmt: skip
+
+
+@dataclass
+class Change:
+    """What changed from one verdict to the next in a cell."""
+
+    version: str
+    recorded: str
+    previous_version: str
+    fields: list[tuple[str, str, str]]  # (key, before, after)
+
+    def text(self) -> str:
+        moved = "; ".join(
+            f"level {a} -> {b}" if k == "level" else f"{_title(k)}: {a} -> {b}"
+            for k, a, b in self.fields
+        )
+        return f"{self.version}: {moved}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "previous_version": self.previous_version,
+            "recorded": self.recorded,
+            "text": self.text(),
+            "fields": [{"key": k, "before": a, "after": b} for k, a, b in self.fields],
+        }
+
+
+def _title(key: str) -> str:
+    return key.removeprefix("check:")
+
+
+@dataclass
+class Cell:
+    """One client in one scenario and lab setup, over versions and dates."""
+
+    client: str
+    scenario: str
+    setup: str
+    entries: list[Entry] = field(default_factory=list)  # in version order, then by date
+    changes: list[Change | None] = field(default_factory=list)  # per entry: what changed
+
+    @property
+    def latest(self) -> Entry:
+        """The newest verdict: of the highest version run, its most recent run (a runner
+        failure only when there is nothing else: it says nothing of the client)."""
+        told = [e for e in self.entries if not e.failed] or self.entries
+        return max(told, key=lambda e: (version_key(e.version), e.last_recorded))
+
+    def to_json(self, limit: int | None = None) -> dict[str, Any]:
+        pairs = list(zip(self.entries, self.changes, strict=True))
+        if limit is not None:
+            pairs = pairs[-limit:]
+        return {
+            "scenario": self.scenario,
+            "setup": self.setup,
+            "latest": self.latest.to_json(),
+            "entries": [
+                {**e.to_json(), "change": None if c is None else c.to_json()} for e, c in pairs
+            ],
+            "changes": [c.to_json() for _, c in pairs if c is not None],
+            "entries_left_out": len(self.entries) - len(pairs),
+        }
+
+
+def cells(entries: Iterable[Entry]) -> list[Cell]:
+    """The entries as cells (client, scenario, setup), each in version order then by
+    date; identical verdicts of one version in a row are taken together, and each
+    verdict that differs from the one before it (runner failures skipped) is a change."""
+    grouped: dict[tuple[str, str, str], list[Entry]] = {}
+    for entry in entries:
+        grouped.setdefault((entry.client, entry.scenario, entry.setup), []).append(entry)
+    out = []
+    for (client, scenario, setup), found in grouped.items():
+        ordered = sorted(found, key=lambda e: (version_key(e.version), e.recorded))
+        cell = Cell(client, scenario, setup)
+        for entry in _merged(ordered):
+            cell.entries.append(entry)
+        previous: Entry | None = None
+        for entry in cell.entries:
+            change = None
+            if not entry.failed and previous is not None:
+                fields = _differences(previous.verdict(), entry.verdict())
+                if fields:
+                    change = Change(entry.version, entry.recorded, previous.version, fields)
+            cell.changes.append(change)
+            if not entry.failed:
+                previous = entry
+        out.append(cell)
+    return sorted(out, key=lambda c: (c.client, c.scenario, c.setup))
+
+
+def _merged(ordered: list[Entry]) -> Iterator[Entry]:
+    held: Entry | None = None
+    for entry in ordered:
+        if (
+            held is not None
+            and held.version == entry.version
+            and held.verdict() == entry.verdict()
+            and held.failed == entry.failed
+        ):
+            held.count += 1
+            held.last_recorded = entry.recorded
+            if entry.source not in held.source.split("+"):
+                held.source += f"+{entry.source}"
+            held.notes, held.runs = entry.notes, entry.runs  # the newest run's
+            continue
+        if held is not None:
+            yield held
+        held = entry
+        held.last_recorded = entry.recorded
+    if held is not None:
+        yield held
+
+
+def _differences(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str, str]]:
+    keys = list(before) + [k for k in after if k not in before]
+    return [
+        (k, before.get(k, "-"), after.get(k, "-"))
+        for k in keys
+        if before.get(k, "-") != after.get(k, "-")
+    ]
+
+
+# -- renderings -----------------------------------------------------------------------
+
+
+def _answers_text(entry: Entry) -> str:
+    boxes = [f"{CHECKLIST.get(k, k)} {v}" for k, v in entry.answers.items()]
+    checks = [f"{c.get('title')} {c.get('answer')}" for c in entry.checks]
+    return ", ".join(boxes + checks)
+
+
+def _when(entry: Entry) -> str:
+    first = entry.recorded[:16].replace("T", " ")
+    if entry.count == 1:
+        return first
+    return f"{first} (+{entry.count - 1} more to {entry.last_recorded[:10]})"
+
+
+def to_table(found: list[Cell], where: Path) -> str:
+    if not found:
+        return f"no clients run kept yet in {where} (mcp-lab clients run keeps each row there)"
+    lines: list[str] = []
+    client = None
+    for cell in found:
+        if cell.client != client:
+            client = cell.client
+            lines += [*([""] if lines else []), client]
+        lines.append(f"  {cell.scenario} ({cell.setup})")
+        told = False  # the cell's first verdict is given in full, later ones as changes
+        for entry, change in zip(cell.entries, cell.changes, strict=True):
+            head = (
+                f"    {_when(entry):<19}  {entry.version:<10}  lab {entry.lab_version:<7} "
+                f"{entry.source:<9}  level {entry.level_text()}"
+            )
+            if entry.failed:
+                why = entry.runner_failed or "; ".join(entry.notes) or "not run"
+                lines.append(f"{head}  ({why[:100]})")
+            elif change is not None:
+                lines.append(f"{head}  CHANGED {change.text()}")
+            elif not told:
+                lines.append(f"{head}  {_answers_text(entry)}")
+            else:
+                lines.append(f"{head}  (same)")
+            told = told or not entry.failed
+    lines += ["", f"kept in {where}"]
+    return "\n".join(lines)
+
+
+def to_json(found: list[Cell], where: Path, limit: int | None = None) -> dict[str, Any]:
+    """Per client, its cells with their latest verdict, entries and changes."""
+    clients: dict[str, list[dict[str, Any]]] = {}
+    for cell in found:
+        clients.setdefault(cell.client, []).append(cell.to_json(limit))
+    return {
+        "database": str(where),
+        "scenarios": sorted({c.scenario for c in found}),
+        "clients": [{"client": name, "cells": kept} for name, kept in clients.items()],
+    }
+
+
+def matrix(path: Path | None = None) -> dict[str, Any]:
+    """The dashboard's matrix: every cell's latest verdict and its history (the newest
+    :data:`CELL_ENTRIES` entries), without the file's path."""
+    data = to_json(cells(read(path)), path or history_path(), CELL_ENTRIES)
+    data.pop("database")
+    return data

@@ -1,0 +1,22 @@
+"""The order of a client's released versions (npm's ``major.minor.patch[-pre]``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_PARTS = re.compile(r"[.-]")
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """A sort key for npm-style versions: numbers as numbers, a prerelease
+    (``1.2.0-preview.3``) before its release, words after numbers."""
+    core, _, pre = version.split("+", 1)[0].partition("-")
+    numbers = tuple((0, int(p)) if p.isdigit() else (1, p) for p in core.split("."))
+    if not pre:
+        return (numbers, (1,))
+    return (numbers, (0, *((0, int(p)) if p.isdigit() else (1, p) for p in _PARTS.split(pre))))
+
+
+def is_prerelease(version: str) -> bool:
+    return "-" in version.split("+", 1)[0]
