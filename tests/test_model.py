@@ -574,3 +574,17 @@ def test_neutral_and_deferred_tool_picks() -> None:
     assert deferred_names(["nothing here"]) == (None, None)
     assert search_query("ReadMcpResourceTool", None) == "select:ReadMcpResourceTool"
     assert search_query(None, None) == "read mcp resource"
+
+
+async def test_a_cli_asking_before_its_servers_are_up_is_waited_for() -> None:
+    """Claude Code under load offers WaitForMcpServers instead of its MCP tools."""
+    run = Run(SCORED, **FAST)
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"WaitForMcpServers": {"type": "object", "properties": {}}, "Bash": {}})
+        await chat.turn({})
+        assert chat.calls == [("WaitForMcpServers", {})]
+        chat.tools = chat_tools({"ReadMcpResourceTool": READ_SCHEMA, "TaskList": {}})
+        await chat.until_answer({"ReadMcpResourceTool": V1})
+    assert chat.calls[1] == ("ReadMcpResourceTool", {"server": "lab", "uri": URI})
+    record = run.model.record
+    assert record.waits == 1 and record.saw_v1 and record.read_calls == 1

@@ -96,3 +96,12 @@ def test_every_log_line_is_one_line(capsys) -> None:
     assert len(lines) == 2, lines
     assert lines[0].endswith("bad input a\\nb\\x1b[2J")
     assert len(lines[1]) < 10_000
+
+
+def test_the_clients_matrix_in_markdown_keeps_a_clients_words_in_their_cell() -> None:
+    from services.clients.matrix import Row, to_markdown
+
+    row = Row("x", "1", "single", "no tool", notes=[f"sent clientInfo {FORGED} <b>x</b> | y"])
+    lines = to_markdown([row]).splitlines()
+    assert len(lines) == 3  # the header, its rule, one row: no line of the client's own
+    assert "<b>" not in lines[2] and "&lt;b&gt;" in lines[2] and "\\| y" in lines[2]

@@ -509,8 +509,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
 
     probe = sub.add_parser(
         "probe",
-        help="run the ideal subscription flow against any MCP server (exit codes in "
-        "docs/usage.md)",
+        help="run the ideal subscription flow against any MCP server (exit codes in docs/usage.md)",
     )
     probe.add_argument(
         "--url",

@@ -14,10 +14,12 @@ scenario's own checkpoints follow (``checks``).
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from services import untrusted
 from services.evidence import scoring
 
 # The checklist's boxes, in order, and their column titles. The first six are the
@@ -36,6 +38,7 @@ CHECKPOINT_BOXES: dict[str, str] = dict(
     zip(scoring.CHECKPOINTS, list(CHECKLIST)[: len(scoring.CHECKPOINTS)], strict=True)
 )
 PUSH, NOTICE = "push", "notice"
+_NOTE_CHARS = 1000  # a note in the markdown matrix, at most
 RUNNER_FAILED = "runner failed"
 NOT_RUN = "not run"
 
@@ -151,9 +154,15 @@ def to_markdown(rows: list[Row]) -> str:
     head = [*_COLUMNS, "notes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        notes = "; ".join(row.notes).replace("|", "\\|") or "-"
+        notes = "; ".join(_cell_text(note) for note in row.notes) or "-"
         lines.append("| " + " | ".join([*_cells(row), notes]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell_text(note: str) -> str:
+    """A note in a markdown table cell: it may quote what a client chose, so one line
+    (control characters escaped), its HTML written as entities, its pipes escaped."""
+    return html.escape(untrusted.shown(note, _NOTE_CHARS), quote=False).replace("|", "\\|")
 
 
 def to_json(rows: list[Row]) -> str:

@@ -59,6 +59,7 @@ _UPDATE_WORDS = re.compile(
 _STEP_SECONDS = 1.5
 _OBSERVE_SECONDS = 6.0
 _SEARCHES = 2  # tool-search calls the model makes before it gives up
+_WAITS = 2  # calls of a wait-for-MCP-servers tool the model makes at most
 _EXCERPT = 240
 
 
@@ -91,6 +92,7 @@ class ModelRecord:
     tools_offered: list[str] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)  # tool-search queries made
     templates_tool: str | None = None  # the template-list tool it called first, if any
+    waits: int = 0  # calls of the CLI's wait-for-MCP-servers tool before the read
     read_tool: str | None = None  # the tool the model read the resource with
     # VIA_RESOURCE_TOOL (the CLI's), VIA_SERVER_TOOL (the lab's), ATTACHMENT (in the prompt)
     read_via: str | None = None
@@ -259,6 +261,12 @@ class ScriptedModel:
             record.read_tool, record.read_via = picked
             self._phase = "first-result"
             return self._read(turn)
+        wait = picks.pick_wait_for_servers(turn.tools)
+        if wait is not None and record.waits < _WAITS:
+            # The CLI asked before its MCP servers were up: wait for them, as a model would.
+            record.waits += 1
+            self._pending = "wait"
+            return Reply(tool=wait, arguments=picks.fill_schema(turn.tools[wait]))
         search = picks.pick_tool_search(turn.tools)
         read, neutral = picks.deferred_names(turn.texts)
         if search is not None and len(record.searches) < _SEARCHES:

@@ -120,6 +120,16 @@ def pick_template_list(names: Iterable[str]) -> str | None:
     return next(found, None)
 
 
+_WAIT_FOR_SERVERS = re.compile(r"^wait.*mcp", re.IGNORECASE)
+
+
+def pick_wait_for_servers(names: Iterable[str]) -> str | None:
+    """The offered tool that waits for the CLI's MCP servers to connect (Claude Code's
+    ``WaitForMcpServers``, offered instead of the MCP tools when the model is asked
+    before its servers are up), if any."""
+    return next((name for name in names if _WAIT_FOR_SERVERS.match(name)), None)
+
+
 def pick_tool_search(names: Iterable[str]) -> str | None:
     """The offered tool that loads deferred tools (``ToolSearch``), if any."""
     return next((name for name in names if _TOOL_SEARCH.match(name)), None)

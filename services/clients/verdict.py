@@ -132,6 +132,11 @@ def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
     if record.read_tool is not None:
         whose = "the server's tool" if record.read_via == VIA_SERVER_TOOL else "its tool"
         notes.append(f"the model read once, through {whose} {record.read_tool}")
+    if record.waits:
+        notes.append(
+            f"the CLI asked its model before its MCP servers were up; the model called its "
+            f"wait tool {record.waits} time(s) first"
+        )
     if record.templates_tool is not None:
         notes.append(f"the model listed the templates first, through {record.templates_tool}")
     if record.searches:
