@@ -127,9 +127,18 @@ class Lab:
     """A running lab: its URLs, processes and Redis."""
 
     def __init__(
-        self, redis_url: str, port: int, server: Process, updater: Process, scenario: Scenario
+        self,
+        redis_url: str,
+        port: int,
+        server: Process,
+        updater: Process,
+        scenario: Scenario,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.redis_url = redis_url
+        # The environment its processes run with: another process of this lab (a stdio
+        # server that a bridge starts) takes the same Redis, scope and scenario from it.
+        self.env = env or {}
         self.scenario = scenario
         self.base_url = f"http://127.0.0.1:{port}"
         self.mcp_url = f"{self.base_url}/mcp"
@@ -229,7 +238,7 @@ async def running_lab(
         processes.append(updater)
         await server.wait_for(r"\[lab\] server ready .*relay=subscribed", _READY_TIMEOUT)
         await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
-        lab = Lab(redis.url, port, server, updater, scenario)
+        lab = Lab(redis.url, port, server, updater, scenario, env)
         connection = state.connect(redis.url)
         try:
             lab.run_id = await reader.start_run(connection)
