@@ -135,7 +135,11 @@ class Probe:
     """One run of the flow; ``run`` returns the exit code. ``transport`` "stdio" runs
     the server command ``stdio`` (its stderr to ``errlog``) instead of reaching ``url``;
     ``on_step`` and ``say`` take the step lines and the progress lines (stdout and
-    stderr by default); ``insist``: subscribe even without ``resources.subscribe``."""
+    stderr by default); ``insist``: subscribe even without ``resources.subscribe``;
+    ``prefix``: the server serves ``uri`` (and the scenario's other resources) as
+    ``prefix + uri`` (a gateway that namespaces the resources of its servers);
+    ``keep_going``: a notification that does not come ends the wait, not the flow (it
+    unsubscribes, then fails with exit code 6 all the same)."""
 
     def __init__(
         self,
@@ -152,13 +156,19 @@ class Probe:
         on_step: Step = emit,
         say: Callable[[str], None] = progress,
         insist: bool = False,
+        prefix: str = "",
+        keep_going: bool = False,
     ) -> None:
         if transport == "stdio" and stdio is None:
             raise ValueError("the stdio transport needs the server's command (stdio=)")
-        self.url, self.uri, self.timeout, self.protocol = url, uri, timeout, protocol
+        self.url, self.timeout, self.protocol = url, timeout, protocol
+        # The scenario's URI, and the URI the server serves it as (``prefix``: a gateway
+        # that namespaces the resources of the servers behind it).
+        self.lab_uri, self.uri, self.prefix = uri, prefix + uri, prefix
         self.transport = transport
         self.stdio, self.errlog = stdio, errlog
         self.emit, self.say, self.insist = on_step, say, insist
+        self.keep_going = keep_going
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         # What the lab is expected to do after the subscribe (the scenario's timeline).
         self.scenario = scenario or registry.get(registry.DEFAULT)
@@ -333,11 +343,18 @@ class Probe:
                 )
                 self.emit("subscribed", method="resources/subscribe")
             updates = 0
+            missed: ProbeFailed | None = None
             for step in self._plan():
-                if step.kind == ADD:
-                    await self._new_resource(client, step)
-                    continue
-                await self._next(UPDATED, "notification")
+                try:
+                    if step.kind == ADD:
+                        await self._new_resource(client, step)
+                        continue
+                    await self._next(UPDATED, "notification")
+                except ProbeFailed as exc:
+                    if not self.keep_going or exc.code != NO_NOTIFICATION:
+                        raise
+                    missed = exc  # unsubscribe all the same, then fail with it
+                    break
                 updates += 1
                 after = round(time.monotonic() - waited, 3)
                 self.emit("notification_received", uri=self.uri, n=updates, after_s=after)
@@ -351,11 +368,13 @@ class Probe:
                     break
         if subscribed:  # leaving the stack above closed a listen stream
             await self._unsubscribe(client, modern, None)
+        if missed is not None:
+            raise missed
 
     def _plan(self) -> list[Action]:
         """What the lab will do after the subscribe, in order: the scenario's timeline
         (one update when the probed URI does not start it)."""
-        if not self.scenario.starts_timeline(self.uri):
+        if not self.scenario.starts_timeline(self.lab_uri):
             return [Action()]
         return sorted(self.scenario.timeline, key=lambda action: action.after)
 
@@ -363,7 +382,7 @@ class Probe:
         """List the resources (or, for a template's resource, the templates) and find
         the one to probe there."""
         templates = self.scenario.catalog.templates
-        if self.uri in self.scenario.catalog.uris() or not templates:
+        if self.lab_uri in self.scenario.catalog.uris() or not templates:
             listed = await self._call("list", NOT_FOUND, client.list_resources())
             uris = [str(r.uri) for r in listed.resources]
             if self.uri not in uris:
@@ -373,7 +392,7 @@ class Probe:
         found = await self._call("list", NOT_FOUND, client.list_resource_templates())
         shapes = [str(t.uri_template) for t in found.resource_templates]
         match = next((t for t in templates if t.uri_template in shapes), None)
-        if match is None or match.match(self.uri) is None:
+        if match is None or match.match(self.lab_uri) is None:
             message = f"{self.uri} fits no template of resources/templates/list {shapes}"
             raise ProbeFailed(NOT_FOUND, "resource", message)
         self.emit("resource", uri=self.uri, found=True, template=match.uri_template)
@@ -394,10 +413,11 @@ class Probe:
         self.emit("list_changed")
         listed = await self._call("list", NOT_FOUND, client.list_resources())
         uris = [str(r.uri) for r in listed.resources]
-        if step.uri not in uris:
-            raise ProbeFailed(NOT_FOUND, "new_resource", f"{step.uri} not in resources/list {uris}")
-        added = await self._call("read", NOT_FOUND, client.read_resource(str(step.uri)))
-        self.emit("new_resource", uri=step.uri, text=_text(added))
+        served = self.prefix + str(step.uri)
+        if served not in uris:
+            raise ProbeFailed(NOT_FOUND, "new_resource", f"{served} not in resources/list {uris}")
+        added = await self._call("read", NOT_FOUND, client.read_resource(served))
+        self.emit("new_resource", uri=served, text=_text(added))
 
     async def _unsubscribe(
         self, client: Client, modern: bool, listening: AsyncExitStack | None

@@ -39,6 +39,7 @@ _FORCED = frozenset(
     }
 )
 _STOP_TIMEOUT = 10.0
+LINE_LIMIT = 1024 * 1024  # a longer output line is left out (a minified stack trace)
 UPDATE_DELAY_SECONDS = 1.0
 
 
@@ -62,12 +63,19 @@ class Process:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            limit=LINE_LIMIT,
         )
         return cls(name, process)
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
-        while raw := await self.process.stdout.readline():
+        while True:
+            try:
+                raw = await self.process.stdout.readline()
+            except ValueError:  # a line over LINE_LIMIT: asyncio has dropped it
+                raw = f"[a line over {LINE_LIMIT} bytes left out]\n".encode()
+            if not raw:
+                break
             async with self._changed:
                 self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
                 self._changed.notify_all()
