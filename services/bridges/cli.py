@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 
 from services.bridges.specs import BRIDGES, direction, known, parse_versions
@@ -100,8 +101,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, LookupError) as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
-    if args.timeout <= 0 or args.jobs < 1:
-        print("mcp-lab: --timeout and --jobs must be positive", file=sys.stderr)
+    if not 0 < args.timeout < math.inf or args.jobs < 1:  # nan and inf too
+        print("mcp-lab: --timeout (seconds) and --jobs must be positive and finite",
+              file=sys.stderr)  # fmt: skip
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
     rows = asyncio.run(
