@@ -238,7 +238,8 @@ BRIDGES: dict[str, BridgeSpec] = {
                 "stdio->SSE": "mcp-proxy http://127.0.0.1:8089/sse",
                 "HTTP->stdio": "mcp-proxy --port 8080 --pass-environment -- "
                 "mcp-lab server --transport stdio",
-                "SSE->stdio": "the same, its /sse endpoint",
+                "SSE->stdio": "mcp-proxy --port 8080 --pass-environment -- "
+                "mcp-lab server --transport stdio (its /sse endpoint)",
             },
         ),
         BridgeSpec(
@@ -270,7 +271,7 @@ BRIDGES: dict[str, BridgeSpec] = {
             how={
                 "SSE->HTTP": "mcp-hub --port 37373 --config hub.json, with "
                 '{"mcpServers": {"lab": {"url": "http://127.0.0.1:8089/mcp"}}}',
-                "SSE->stdio": "the same, with "
+                "SSE->stdio": "mcp-hub --port 37373 --config hub.json, with "
                 '{"mcpServers": {"lab": {"command": "mcp-lab", "args": ["server", '
                 '"--transport", "stdio"]}}}',
             },
