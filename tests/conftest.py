@@ -51,10 +51,12 @@ _MARKED_BY_FIXTURE = {
     "browser": ("browser", "process"),
     "page": ("browser", "process"),
     "node_client": ("clients", "process"),
+    "npm": ("clients", "process"),
 }
 # Modules whose tests start processes without those fixtures (mcp_lab, LabProcess,
 # stdio clients, the fault matrix's own lab).
 _PROCESS_MODULES = {
+    "test_bridges",
     "test_cli",
     "test_client_verdicts",
     "test_faults",
@@ -287,6 +289,18 @@ def errors(page):
     page.on("console", lambda msg: msg.type == "error" and seen.append(msg.text))
     page.on("pageerror", lambda exc: seen.append(f"uncaught: {exc}"))
     return seen
+
+
+@pytest.fixture(scope="session")
+def npm() -> str:
+    """``npm`` (and ``node``), for the programs the lab installs from the npm registry."""
+    found, node = shutil.which("npm"), shutil.which("node")
+    if found is None or node is None:
+        reason = "node and npm are needed for the npm registry's programs"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ capture agrees with the lab's evidence); here, what it makes of message sequence
 
 from __future__ import annotations
 
-from services.clients.wire import CLIENT, LAB, _messages, checklist, checklists
+from services.clients.wire import CLIENT, LAB, checklist, checklists, messages_in
 
 URI = "test://review/status"
 V1 = "status: pending\nversion: 1\nmessage: x"
@@ -25,16 +25,18 @@ class Wire:
             error: dict | None = None, status: int = 200) -> None:  # fmt: skip
         self.exchange += 1
         request = {"jsonrpc": "2.0", "id": self.exchange, "method": method, "params": params or {}}
-        self.messages += _messages(request, CLIENT, self.exchange, "POST /mcp", None, self.session)
-        self.messages += _messages({}, LAB, self.exchange, "POST /mcp", status, self.session)
+        self.messages += messages_in(
+            request, CLIENT, self.exchange, "POST /mcp", None, self.session
+        )
+        self.messages += messages_in({}, LAB, self.exchange, "POST /mcp", status, self.session)
         answer: dict = {"jsonrpc": "2.0", "id": self.exchange}
         answer.update({"error": error} if error else {"result": result or {}})
-        self.messages += _messages(answer, LAB, self.exchange, "POST /mcp", status, self.session)
+        self.messages += messages_in(answer, LAB, self.exchange, "POST /mcp", status, self.session)
 
     def notify(self, uri: str = URI) -> None:
         note = {"jsonrpc": "2.0", "method": "notifications/resources/updated",
                 "params": {"uri": uri}}  # fmt: skip
-        self.messages += _messages(note, LAB, 0, "GET /mcp", 200, self.session)
+        self.messages += messages_in(note, LAB, 0, "GET /mcp", 200, self.session)
 
 
 def read_result(text: str) -> dict:

@@ -588,9 +588,11 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     add_scenarios_parser(sub)
 
     if with_clients:
+        from services.bridges.cli import add_parser as add_bridges_parser
         from services.clients.cli import add_parser as add_clients_parser
 
         add_clients_parser(sub)
+        add_bridges_parser(sub)
     return parser
 
 

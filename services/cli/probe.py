@@ -14,6 +14,12 @@ line on stdout per step (``STEPS``), and an exit code that names the first failu
     5  subscribe refused (no resources.subscribe capability, or an error)
     6  no notification within --timeout
     7  another protocol error
+
+As a library (:class:`Probe`), the same flow also runs over stdio (a server command,
+``stdio=``), hands its steps to ``on_step`` instead of stdout and its progress to
+``say`` instead of stderr, and with ``insist`` subscribes even when the server does
+not advertise ``resources.subscribe`` (the bridges runner asks whether a subscribe
+gets through a bridge that rewrote the capabilities).
 """
 
 from __future__ import annotations
@@ -22,15 +28,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TextIO
 
 import anyio
 import httpx2
 import mcp_types
 from mcp import Client
 from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -47,7 +54,7 @@ MODERN = protocol.MODERN
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
 CLIENT = mcp_types.Implementation(name="mcp-lab-probe", version="1")
-TRANSPORTS = ("http", "sse")
+TRANSPORTS = ("http", "sse")  # the command's; the library also takes "stdio"
 # Every step line, in order, of a run that works (then a "summary" line).
 STEPS = (
     "capabilities",
@@ -94,17 +101,20 @@ def progress(text: str) -> None:
 
 @asynccontextmanager
 async def waiting(
-    what: str, timeout: float, every: float = PROGRESS_SECONDS
+    what: str,
+    timeout: float,
+    every: float = PROGRESS_SECONDS,
+    say: Callable[[str], None] = progress,
 ) -> AsyncIterator[None]:
     """Say that the probe waits for ``what`` (at most ``timeout`` s), and every ``every``
     seconds how long it has waited, until the block ends."""
     started = time.monotonic()
-    progress(f"waiting for {what} (up to {timeout:g} s)")
+    say(f"waiting for {what} (up to {timeout:g} s)")
 
     async def tick() -> None:
         while True:
             await anyio.sleep(every)
-            progress(f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
+            say(f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
 
     async with anyio.create_task_group() as ticking:
         ticking.start_soon(tick)
@@ -118,8 +128,18 @@ def _text(result: mcp_types.ReadResourceResult) -> str:
     return "\n".join(getattr(c, "text", "") or "" for c in result.contents)
 
 
+Step = Callable[..., None]  # (step name, **fields), like :func:`emit`
+
+
 class Probe:
-    """One run of the flow; ``run`` returns the exit code."""
+    """One run of the flow; ``run`` returns the exit code. ``transport`` "stdio" runs
+    the server command ``stdio`` (its stderr to ``errlog``) instead of reaching ``url``;
+    ``on_step`` and ``say`` take the step lines and the progress lines (stdout and
+    stderr by default); ``insist``: subscribe even without ``resources.subscribe``;
+    ``prefix``: the server serves ``uri`` (and the scenario's other resources) as
+    ``prefix + uri`` (a gateway that namespaces the resources of its servers);
+    ``keep_going``: a notification that does not come ends the wait, not the flow (it
+    unsubscribes, then fails with exit code 6 all the same)."""
 
     def __init__(
         self,
@@ -130,9 +150,25 @@ class Probe:
         token: str | None,
         transport: str = "http",
         scenario: Scenario | None = None,
+        *,
+        stdio: StdioServerParameters | None = None,
+        errlog: TextIO | None = None,
+        on_step: Step = emit,
+        say: Callable[[str], None] = progress,
+        insist: bool = False,
+        prefix: str = "",
+        keep_going: bool = False,
     ) -> None:
-        self.url, self.uri, self.timeout, self.protocol = url, uri, timeout, protocol
+        if transport == "stdio" and stdio is None:
+            raise ValueError("the stdio transport needs the server's command (stdio=)")
+        self.url, self.timeout, self.protocol = url, timeout, protocol
+        # The scenario's URI, and the URI the server serves it as (``prefix``: a gateway
+        # that namespaces the resources of the servers behind it).
+        self.lab_uri, self.uri, self.prefix = uri, prefix + uri, prefix
         self.transport = transport
+        self.stdio, self.errlog = stdio, errlog
+        self.emit, self.say, self.insist = on_step, say, insist
+        self.keep_going = keep_going
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         # What the lab is expected to do after the subscribe (the scenario's timeline).
         self.scenario = scenario or registry.get(registry.DEFAULT)
@@ -174,7 +210,7 @@ class Probe:
             failure = _failure_in(exc)
             if failure is None:
                 raise
-            emit(
+            self.emit(
                 "summary",
                 ok=False,
                 exit_code=failure.code,
@@ -183,13 +219,16 @@ class Probe:
                 seconds=round(time.monotonic() - started, 3),
             )
             return failure.code
-        emit("summary", ok=True, exit_code=OK, seconds=round(time.monotonic() - started, 3))
+        self.emit("summary", ok=True, exit_code=OK, seconds=round(time.monotonic() - started, 3))
         return OK
 
     async def _connected_flow(self) -> None:
         async with AsyncExitStack() as stack:
             if self.transport == "sse":
                 transport: Any = sse_client(self.url, httpx_client_factory=self._http_client)
+            elif self.transport == "stdio":
+                assert self.stdio is not None
+                transport = stdio_client(self.stdio, errlog=self.errlog or sys.stderr)
             else:
                 http = await stack.enter_async_context(self._http_client())
                 transport = streamable_http_client(self.url, http_client=http)
@@ -278,17 +317,17 @@ class Probe:
         caps = client.server_capabilities
         resources = caps.resources if caps is not None else None
         info = client.server_info
-        emit(
+        self.emit(
             "capabilities",
             protocol=client.protocol_version,
-            transport="sse" if self.transport == "sse" else "streamable-http",
+            transport={"sse": "sse", "stdio": "stdio"}.get(self.transport, "streamable-http"),
             server=info.model_dump(exclude_none=True) if info else None,
             resources=resources.model_dump(exclude_none=True) if resources else None,
         )
         await self._find(client)
         first = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
-        emit("initial_content", text=_text(first))
-        if resources is None or not resources.subscribe:
+        self.emit("initial_content", text=_text(first))
+        if (resources is None or not resources.subscribe) and not self.insist:
             raise ProbeFailed(
                 SUBSCRIBE_REFUSED, "subscribe", "the server does not advertise resources.subscribe"
             )
@@ -302,19 +341,26 @@ class Probe:
                 await self._call(
                     "subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri)
                 )
-                emit("subscribed", method="resources/subscribe")
+                self.emit("subscribed", method="resources/subscribe")
             updates = 0
+            missed: ProbeFailed | None = None
             for step in self._plan():
-                if step.kind == ADD:
-                    await self._new_resource(client, step)
-                    continue
-                await self._next(UPDATED, "notification")
+                try:
+                    if step.kind == ADD:
+                        await self._new_resource(client, step)
+                        continue
+                    await self._next(UPDATED, "notification")
+                except ProbeFailed as exc:
+                    if not self.keep_going or exc.code != NO_NOTIFICATION:
+                        raise
+                    missed = exc  # unsubscribe all the same, then fail with it
+                    break
                 updates += 1
                 after = round(time.monotonic() - waited, 3)
-                emit("notification_received", uri=self.uri, n=updates, after_s=after)
+                self.emit("notification_received", uri=self.uri, n=updates, after_s=after)
                 final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
                 changed = _text(final) != _text(first)
-                emit("final_content", n=updates, text=_text(final), changed=changed)
+                self.emit("final_content", n=updates, text=_text(final), changed=changed)
                 if updates == self.scenario.play.unsubscribe_after:
                     await self._unsubscribe(client, modern, listening)
                     subscribed = False
@@ -322,11 +368,13 @@ class Probe:
                     break
         if subscribed:  # leaving the stack above closed a listen stream
             await self._unsubscribe(client, modern, None)
+        if missed is not None:
+            raise missed
 
     def _plan(self) -> list[Action]:
         """What the lab will do after the subscribe, in order: the scenario's timeline
         (one update when the probed URI does not start it)."""
-        if not self.scenario.starts_timeline(self.uri):
+        if not self.scenario.starts_timeline(self.lab_uri):
             return [Action()]
         return sorted(self.scenario.timeline, key=lambda action: action.after)
 
@@ -334,25 +382,25 @@ class Probe:
         """List the resources (or, for a template's resource, the templates) and find
         the one to probe there."""
         templates = self.scenario.catalog.templates
-        if self.uri in self.scenario.catalog.uris() or not templates:
+        if self.lab_uri in self.scenario.catalog.uris() or not templates:
             listed = await self._call("list", NOT_FOUND, client.list_resources())
             uris = [str(r.uri) for r in listed.resources]
             if self.uri not in uris:
                 raise ProbeFailed(NOT_FOUND, "resource", f"{self.uri} not in resources/list {uris}")
-            emit("resource", uri=self.uri, found=True)
+            self.emit("resource", uri=self.uri, found=True)
             return
         found = await self._call("list", NOT_FOUND, client.list_resource_templates())
         shapes = [str(t.uri_template) for t in found.resource_templates]
         match = next((t for t in templates if t.uri_template in shapes), None)
-        if match is None or match.match(self.uri) is None:
+        if match is None or match.match(self.lab_uri) is None:
             message = f"{self.uri} fits no template of resources/templates/list {shapes}"
             raise ProbeFailed(NOT_FOUND, "resource", message)
-        emit("resource", uri=self.uri, found=True, template=match.uri_template)
+        self.emit("resource", uri=self.uri, found=True, template=match.uri_template)
 
     async def _next(self, method: str, step: str) -> None:
         """Wait (at most --timeout) for the next notification ``method`` (about the
         probed URI, for an update)."""
-        async with waiting(method, self.timeout):
+        async with waiting(method, self.timeout, say=self.say):
             with anyio.move_on_after(self.timeout):
                 async for got, uri in self._arrived:
                     if got == method and (method != UPDATED or uri == self.uri):
@@ -362,13 +410,14 @@ class Probe:
     async def _new_resource(self, client: Client, step: Action) -> None:
         """A resource is added: wait for list_changed, list again, find and read it."""
         await self._next(LIST_CHANGED, "list_changed")
-        emit("list_changed")
+        self.emit("list_changed")
         listed = await self._call("list", NOT_FOUND, client.list_resources())
         uris = [str(r.uri) for r in listed.resources]
-        if step.uri not in uris:
-            raise ProbeFailed(NOT_FOUND, "new_resource", f"{step.uri} not in resources/list {uris}")
-        added = await self._call("read", NOT_FOUND, client.read_resource(str(step.uri)))
-        emit("new_resource", uri=step.uri, text=_text(added))
+        served = self.prefix + str(step.uri)
+        if served not in uris:
+            raise ProbeFailed(NOT_FOUND, "new_resource", f"{served} not in resources/list {uris}")
+        added = await self._call("read", NOT_FOUND, client.read_resource(served))
+        self.emit("new_resource", uri=served, text=_text(added))
 
     async def _unsubscribe(
         self, client: Client, modern: bool, listening: AsyncExitStack | None
@@ -377,10 +426,10 @@ class Probe:
         if modern:
             if listening is not None:
                 await listening.aclose()
-            emit("unsubscribed", method="subscriptions/listen stream closed")
+            self.emit("unsubscribed", method="subscriptions/listen stream closed")
         else:
             await self._call("unsubscribe", PROTOCOL_ERROR, client.unsubscribe_resource(self.uri))
-            emit("unsubscribed", method="resources/unsubscribe")
+            self.emit("unsubscribed", method="resources/unsubscribe")
 
     async def _stays_quiet(self) -> None:
         """After an unsubscribe, the rest of the timeline must notify nothing: watched
@@ -391,7 +440,7 @@ class Probe:
                 if got == UPDATED and uri == self.uri:
                     message = "a notification arrived after the unsubscribe"
                     raise ProbeFailed(PROTOCOL_ERROR, "quiet", message)
-        emit("quiet_after_unsubscribe", watched_s=rest)
+        self.emit("quiet_after_unsubscribe", watched_s=rest)
 
     async def _listen(self, client: Client, stack: AsyncExitStack) -> None:
         """Open a listen naming the URI (kept open by ``stack``); its events feed the
@@ -403,7 +452,7 @@ class Probe:
             )
         except MCPError as exc:
             raise ProbeFailed(SUBSCRIBE_REFUSED, "subscribe", _reason(exc)) from exc
-        emit(
+        self.emit(
             "subscribed",
             method="subscriptions/listen",
             honored=subscription.honored.resource_subscriptions,

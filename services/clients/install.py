@@ -45,7 +45,7 @@ def resolve_version(package: str, version: str) -> str:
     """``version``, or for ``latest`` the version npm's registry names latest now."""
     if version != LATEST:
         return version
-    result = _checked([_npm(), "view", f"{package}@{LATEST}", "version"], f"npm view {package}")
+    result = checked([_npm(), "view", f"{package}@{LATEST}", "version"], f"npm view {package}")
     found = result.strip().splitlines()[-1].strip() if result.strip() else ""
     if not _VERSION.match(found):
         raise InstallError(f"npm view {package}@latest gave no version: {result.strip()[:200]!r}")
@@ -55,7 +55,7 @@ def resolve_version(package: str, version: str) -> str:
 def released(package: str) -> list[str]:
     """Every version of ``package`` the npm registry lists (``npm view PKG versions
     --json``), in version order."""
-    text = _checked([_npm(), "view", package, "versions", "--json"], f"npm view {package}")
+    text = checked([_npm(), "view", package, "versions", "--json"], f"npm view {package}")
     try:
         found = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -67,30 +67,38 @@ def released(package: str) -> list[str]:
 
 
 def npm_install(
-    name: str, package: str, version: str, binary: str, postinstall: str | None = None
+    name: str,
+    package: str,
+    version: str,
+    binary: str,
+    postinstall: str | None = None,
+    cache: Path | None = None,
 ) -> Path:
     """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
     returns the path of its ``binary``. ``postinstall``: a local script under
-    node_modules, run with node afterwards when this version has it."""
-    prefix = cache_dir() / f"{name}-{version}"
+    node_modules, run with node afterwards when this version has it. ``cache``: the
+    clients' cache (:func:`cache_dir`) unless given (the bridges have their own)."""
+    prefix = (cache or cache_dir()) / f"{name}-{version}"
     path = prefix / "node_modules" / ".bin" / binary
     done = prefix / ".mcp-lab-installed"
     if done.exists() and path.exists():
         return path
     prefix.mkdir(parents=True, exist_ok=True)
     command = [_npm(), "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
-    _checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
+    checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
     if postinstall:
         script = prefix / "node_modules" / postinstall
         if script.exists():
-            _checked(["node", str(script)], f"{package} install script", cwd=script.parent)
+            checked(["node", str(script)], f"{package} install script", cwd=script.parent)
     if not path.exists():
         raise InstallError(f"npm install {package}@{version} made no {binary}")
     done.write_text(f"{package}@{version}\n")
     return path
 
 
-def _checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
+def checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    """Run an install step (bounded by :data:`INSTALL_TIMEOUT`); its stdout, or
+    InstallError with the tail of its output."""
     try:
         result = subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False

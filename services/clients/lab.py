@@ -39,6 +39,7 @@ _FORCED = frozenset(
     }
 )
 _STOP_TIMEOUT = 10.0
+LINE_LIMIT = 1024 * 1024  # a longer output line is left out (a minified stack trace)
 UPDATE_DELAY_SECONDS = 1.0
 
 
@@ -62,12 +63,19 @@ class Process:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            limit=LINE_LIMIT,
         )
         return cls(name, process)
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
-        while raw := await self.process.stdout.readline():
+        while True:
+            try:
+                raw = await self.process.stdout.readline()
+            except ValueError:  # a line over LINE_LIMIT: asyncio has dropped it
+                raw = f"[a line over {LINE_LIMIT} bytes left out]\n".encode()
+            if not raw:
+                break
             async with self._changed:
                 self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
                 self._changed.notify_all()
@@ -127,9 +135,18 @@ class Lab:
     """A running lab: its URLs, processes and Redis."""
 
     def __init__(
-        self, redis_url: str, port: int, server: Process, updater: Process, scenario: Scenario
+        self,
+        redis_url: str,
+        port: int,
+        server: Process,
+        updater: Process,
+        scenario: Scenario,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.redis_url = redis_url
+        # The environment its processes run with: another process of this lab (a stdio
+        # server that a bridge starts) takes the same Redis, scope and scenario from it.
+        self.env = env or {}
         self.scenario = scenario
         self.base_url = f"http://127.0.0.1:{port}"
         self.mcp_url = f"{self.base_url}/mcp"
@@ -229,7 +246,7 @@ async def running_lab(
         processes.append(updater)
         await server.wait_for(r"\[lab\] server ready .*relay=subscribed", _READY_TIMEOUT)
         await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
-        lab = Lab(redis.url, port, server, updater, scenario)
+        lab = Lab(redis.url, port, server, updater, scenario, env)
         connection = state.connect(redis.url)
         try:
             lab.run_id = await reader.start_run(connection)

@@ -146,8 +146,9 @@ class Installed:
     version: str
 
 
-def _base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:
-    """A clean environment: nothing of the caller's but PATH, HOME of the run's own."""
+def base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:
+    """A clean environment: nothing of the caller's but PATH, HOME of the run's own
+    (the bridges runner starts its bridges in one too)."""
     path = os.pathsep.join([*(str(p) for p in extra_path), os.environ.get("PATH", "")])
     env = {
         "PATH": path,
@@ -237,7 +238,7 @@ async def _agent_turns(
     """The CLI's first turn, and in a scored run one continued turn of its session."""
     assert installed.driver is not None
     plan = outcome.plan
-    env = _base_env(dirs.home, installed.paths)
+    env = base_env(dirs.home, installed.paths)
     if plan.script == SCORED:
         prompt = plan.scenario.play.prompt.format(uri=plan.uri)
     else:
@@ -286,7 +287,7 @@ async def run_interactive(
             async with tap.serve() as tap_url, serve(model) as model_url:
                 dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
                 started = interactive(str(installed.binary), dirs)
-                env = {**_base_env(home, installed.paths), **started.env}
+                env = {**base_env(home, installed.paths), **started.env}
                 outcome.started_ms = _now_ms()
                 term = await Terminal.start(started.argv, env, workdir)
                 try:
@@ -360,7 +361,7 @@ async def run_inspector(
     Pull: connect, read, the runner's update, read again (the runner's command: never
     a level)."""
     home, workdir = _dirs(root)
-    env = {**_base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    env = {**base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     outcome = Outcome(plan, _now_ms())
     async with running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab:
         tap = WireTap(lab.base_url)

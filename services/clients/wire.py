@@ -6,11 +6,17 @@ each JSON-RPC message it sees, each way, with the time it passed. That record is
 independent of the lab's own evidence: :func:`checklist` fills the seed's checklist
 from it alone, and the runner compares the two, so a matrix cell is checked against
 what was on the wire.
+
+The bridges runner (:mod:`services.bridges`) puts a tap on each side of a bridge ("lab"
+is then the server end of that wire: the bridge itself, on the client's side), and for
+its resumption run cuts the GET streams passing the tap and holds new ones
+(:meth:`WireTap.cut_streams`), to see whether the bridge resumes with ``Last-Event-ID``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
@@ -50,6 +56,7 @@ _HOP = frozenset(
 )
 _CONNECT = frozenset({"initialize", "server/discover"})
 _UPDATED = "notifications/resources/updated"
+HOLD_SECONDS = 30.0  # a GET held by WireTap.cut_streams waits at most this long
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,12 @@ class WireMessage:
     uri: str | None  # params.uri, or the uri of a read result's contents
     version: int | None  # the resource version in a read result
     error: int | None  # a response's error code
+    # The protocol version an initialize asks for, or its answer (or a discover's) names.
+    protocol: str | None = None
+    # The resources capability an initialize (or discover) answer advertises.
+    resources: dict[str, Any] | None = None
+    # The Last-Event-ID header of the HTTP request (on its answer's status message).
+    last_event_id: str | None = None
 
 
 def _uri_of(params: dict[str, Any]) -> str | None:
@@ -84,7 +97,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _messages(
+def messages_in(
     payload: Any, sender: str, exchange: int, http: str, status: int | None, session: str | None
 ) -> list[WireMessage]:
     items = payload if isinstance(payload, list) else [payload]
@@ -108,6 +121,7 @@ def _messages(
         code = error.get("code") if isinstance(error, dict) else None
         method = item.get("method") if isinstance(item.get("method"), str) else None
         raw_id = item.get("id")
+        protocol, resources = _handshake(params, result)
         out.append(
             WireMessage(
                 now,
@@ -121,9 +135,37 @@ def _messages(
                 uri,
                 version,
                 code if isinstance(code, int) else None,
+                protocol,
+                resources,
             )
         )
     return out
+
+
+def _handshake(params: dict[str, Any], result: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """The protocol version an initialize asks for or its answer names (a discover
+    answer: the first of its versions), and the resources capability an answer gives."""
+    if isinstance(params.get("protocolVersion"), str):
+        return str(params["protocolVersion"]), None
+    if not isinstance(result, dict):
+        return None, None
+    protocol = result.get("protocolVersion")
+    if not isinstance(protocol, str):
+        versions = result.get("supportedVersions")
+        protocol = versions[0] if isinstance(versions, list) and versions else None
+    capabilities = result.get("capabilities")
+    resources = capabilities.get("resources") if isinstance(capabilities, dict) else None
+    return (
+        protocol if isinstance(protocol, str) else None,
+        dict(resources) if isinstance(resources, dict) else None,
+    )
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """A done callback: the future's exception counts as seen (it is raised where the
+    future is awaited, when it is)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class _SseReader:
@@ -158,6 +200,16 @@ class WireTap:
         self.upstream = upstream.rstrip("/")
         self.messages: list[WireMessage] = []
         self._exchanges = 0
+        self._streams: dict[int, asyncio.Event] = {}  # open GET streams: their cut
+        self._hold: asyncio.Event | None = None  # set: new GETs pass again
+
+    def cut_streams(self, hold: asyncio.Event) -> int:
+        """End every GET stream open through the tap now, and hold each new GET until
+        ``hold`` is set (at most :data:`HOLD_SECONDS`); returns how many it cut."""
+        self._hold = hold
+        for cut in self._streams.values():
+            cut.set()
+        return len(self._streams)
 
     def _keep(self, messages: Iterable[WireMessage]) -> None:
         self.messages.extend(messages)
@@ -165,13 +217,17 @@ class WireTap:
     async def _forward(self, request: Request) -> Response:
         self._exchanges += 1
         exchange = self._exchanges
+        hold = self._hold
+        if request.method == "GET" and hold is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hold.wait(), HOLD_SECONDS)
         body = await request.body()
         http = f"{request.method} {request.url.path}"
         session = request.headers.get("mcp-session-id")
         sent: list[WireMessage] = []
         if body:
             try:
-                sent = _messages(json.loads(body), CLIENT, exchange, http, None, session)
+                sent = messages_in(json.loads(body), CLIENT, exchange, http, None, session)
             except ValueError:
                 pass
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
@@ -193,7 +249,8 @@ class WireTap:
         self._keep(sent)
         # The answer itself (its status), before any message it carries.
         self._keep([WireMessage(_now_ms(), LAB, exchange, http, answer.status_code, session,
-                                None, None, None, None, None)])  # fmt: skip
+                                None, None, None, None, None,
+                                last_event_id=request.headers.get("last-event-id"))])  # fmt: skip
         raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1"))
             for k, v in answer.headers.multi_items()
@@ -208,7 +265,7 @@ class WireTap:
                     payload = json.loads(content)
                 except ValueError:
                     payload = None
-                self._keep(_messages(payload, LAB, exchange, http, answer.status_code, session))
+                self._keep(messages_in(payload, LAB, exchange, http, answer.status_code, session))
             response = Response(content, status_code=answer.status_code)
             response.raw_headers = [
                 *raw_headers,
@@ -216,12 +273,37 @@ class WireTap:
             ]
             return response
 
+        cut = asyncio.Event()
+        if request.method == "GET":
+            self._streams[exchange] = cut
+
         async def stream() -> AsyncIterator[bytes]:
             reader = _SseReader()
-            async for chunk in answer.aiter_raw():
-                for payload in reader.feed(chunk):
-                    self._keep(_messages(payload, LAB, exchange, http, answer.status_code, session))
-                yield chunk
+            chunks = answer.aiter_raw().__aiter__()
+            ended = asyncio.ensure_future(cut.wait())
+            try:
+                while True:
+                    step = asyncio.ensure_future(anext(chunks))
+                    # Read even when nobody awaits it any more (the client went away).
+                    step.add_done_callback(_retrieved)
+                    await asyncio.wait({step, ended}, return_when=asyncio.FIRST_COMPLETED)
+                    if not step.done():  # cut: the stream ends here
+                        step.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                            await step
+                        return
+                    try:
+                        chunk = step.result()
+                    except StopAsyncIteration:
+                        return
+                    for payload in reader.feed(chunk):
+                        self._keep(
+                            messages_in(payload, LAB, exchange, http, answer.status_code, session)
+                        )
+                    yield chunk
+            finally:
+                ended.cancel()
+                self._streams.pop(exchange, None)
 
         response = StreamingResponse(
             stream(), status_code=answer.status_code, background=BackgroundTask(answer.aclose)

@@ -1,0 +1,1 @@
+"""``mcp-lab bridges``: resource subscriptions through bridges and gateways."""

@@ -1,0 +1,127 @@
+"""The ``mcp-lab bridges`` subcommands (``list`` and ``run``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+
+from services.bridges.specs import BRIDGES, direction, known, parse_versions
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``bridges`` to ``mcp-lab``'s subcommands."""
+    bridges = sub.add_parser(
+        "bridges",
+        help="put bridges and gateways between a reference client and a fresh lab: do "
+        "subscriptions get through?",
+    )
+    actions = bridges.add_subparsers(dest="bridges_command", required=True)
+
+    listing = actions.add_parser("list", help="the bridges, their versions and directions")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing.set_defaults(func=_cmd_list)
+
+    run = actions.add_parser("run", help="run bridges (default: all) and print the matrix")
+    run.add_argument(
+        "--bridge", action="append", default=None, metavar="NAME",
+        help=f"a bridge to run (repeatable; default: all). Known: {known()}",
+    )  # fmt: skip
+    run.add_argument(
+        "--version", action="append", default=[], metavar="NAME=X",
+        help="run version X of bridge NAME instead of the pinned one (repeatable); X may be "
+        "'latest' (npm and PyPI bridges)",
+    )  # fmt: skip
+    run.add_argument(
+        "--scenario", action="append", default=None, metavar="NAME",
+        help="a scenario to play (repeatable; default: single, repeated, list-changed)",
+    )  # fmt: skip
+    run.add_argument(
+        "--direction", action="append", default=None, metavar="CLIENT->LAB",
+        help="only this direction (repeatable; e.g. stdio->HTTP; default: every one a "
+        "bridge supports)",
+    )  # fmt: skip
+    run.add_argument(
+        "--format", choices=["table", "markdown", "json"], default="table",
+        help="table: the matrix (default); markdown: as in docs/bridges.md; json: every row",
+    )  # fmt: skip
+    run.add_argument(
+        "--timeout", type=float, default=8.0, metavar="SECONDS",
+        help="how long the reference client waits for each notification (default 8)",
+    )  # fmt: skip
+    run.add_argument(
+        "--jobs", type=int, default=3, metavar="N", help="runs side by side (default 3)"
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
+    )
+    run.set_defaults(func=_cmd_run)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    if args.json:
+        rows = [
+            {
+                "name": spec.name,
+                "title": spec.title,
+                "source": spec.source,
+                "package": spec.package,
+                "version": spec.version,
+                "directions": [d.name for d in spec.directions],
+                "installable": spec.not_installable is None,
+                "not_installable": spec.not_installable,
+            }
+            for spec in BRIDGES.values()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for spec in BRIDGES.values():
+        where = spec.not_installable or f"{spec.source} {spec.package}@{spec.version}"
+        ways = ", ".join(d.name for d in spec.directions) or "-"
+        print(f"{spec.name:<14} {where:<26} {ways}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from services.bridges import matrix, runner
+    from services.bridges.install import cache_dir
+    from services.scenarios import registry
+
+    names = args.bridge or list(BRIDGES)
+    unknown = [n for n in names if n not in BRIDGES]
+    if unknown:
+        print(f"mcp-lab: unknown bridge(s) {unknown}; known: {known()}", file=sys.stderr)
+        return 2
+    try:
+        versions = parse_versions(args.version)
+        scenarios = [registry.get(n) for n in args.scenario or runner.DEFAULT_SCENARIOS]
+        directions = [direction(d) for d in args.direction] if args.direction else None
+    except (ValueError, LookupError) as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
+    if not 0 < args.timeout < math.inf or args.jobs < 1:  # nan and inf too
+        print("mcp-lab: --timeout (seconds) and --jobs must be positive and finite",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
+    rows = asyncio.run(
+        runner.run_bridges(
+            names,
+            versions,
+            scenarios,
+            timeout=args.timeout,
+            jobs=args.jobs,
+            directions=directions,
+            progress=progress,
+        )
+    )
+    if args.format == "json":
+        print(matrix.to_json(rows))
+    elif args.format == "markdown":
+        print(matrix.to_markdown(rows), end="")
+    else:
+        print(matrix.to_table(rows))
+    progress(f"each run's files: {cache_dir() / 'runs'}")
+    return 0
