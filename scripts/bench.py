@@ -165,10 +165,12 @@ def start_lab(code: Path, redis_url: str, port: int, updater: bool, **settings: 
     return procs
 
 
-def start_floor(port: int, redis_url: str | None = None) -> Proc:
+def start_floor(port: int, redis_url: str | None = None, delay: float = 0.0) -> Proc:
     command = [sys.executable, str(ROOT / "scripts" / "floor.py"), "--port", str(port)]
     if redis_url:
         command += ["--redis-url", redis_url]
+    if delay:
+        command += ["--delay", str(delay)]
     floor = Proc("floor", command, ROOT, dict(os.environ))
     floor.wait_for(r"floor ready")
     if redis_url:
@@ -640,7 +642,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200, help="sessions set up at a time")
     parser.add_argument("--timeout", type=float, default=60.0, help="bound of each wait")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout of the lab to run")
-    parser.add_argument("--only", default="storm,fanout,reads,memory,cold")
+    parser.add_argument("--only", default="storm,late,fanout,reads,memory,cold")
+    parser.add_argument(
+        "--late", default="1000,5000", help="sizes of the lateness storms (comma-separated)"
+    )
+    parser.add_argument("--late-delay", type=float, default=2.0, help="update delay, seconds")
     parser.add_argument(
         "--lab-setting",
         action="append",
@@ -680,6 +686,10 @@ def main() -> None:
     try:
         if "storm" in wanted:
             rows += _storm_rows(code, redis_server.url, args, extra)
+        if "late" in wanted:
+            import bench_late
+
+            rows += bench_late.rows(code, redis_server.url, args, extra)
         if "fanout" in wanted:
             rows += _fanout_rows(code, redis_server.url, args, extra)
         if "reads" in wanted or "memory" in wanted:

@@ -5,9 +5,10 @@ initialized notification (202), one GET stream per session (a priming event,
 then notifications), resources/read, resources/subscribe and unsubscribe. No
 state store, no evidence, no resumption, no checks: what any server has to do at
 least to answer the same bytes, so ``scripts/bench.py`` can show the lab's cost
-as a ratio to it. After a subscribe it notifies the session at once (the lab's
-updater does that through Redis); with ``--redis-url`` it also listens on the
-updates channel and notifies every subscribed session of each message (fan-out).
+as a ratio to it. After a subscribe it notifies the session at once, or ``--delay``
+seconds later (the lab's updater does that through Redis); with ``--redis-url`` it
+also listens on the updates channel and notifies every subscribed session of each
+message (fan-out).
 
     python scripts/floor.py --port 8099 [--redis-url redis://127.0.0.1:6379/0]
 """
@@ -26,7 +27,8 @@ URI = "test://review/status"
 
 
 class Floor:
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
         self.streams: dict[str, asyncio.StreamWriter] = {}
         self.subscribed: dict[str, set[str]] = {}
         self.serial = 0
@@ -98,7 +100,11 @@ class Floor:
         self.reply(writer, 200, data, "text/event-stream", extra)
         await writer.drain()
         if method == "resources/subscribe":
-            self.notify(session, message["params"]["uri"])
+            uri = message["params"]["uri"]
+            if self.delay:
+                asyncio.get_running_loop().call_later(self.delay, self.notify, session, uri)
+            else:
+                self.notify(session, uri)
 
     async def stream(self, session: str, writer: asyncio.StreamWriter) -> None:
         if session not in self.subscribed:
@@ -143,8 +149,8 @@ class Floor:
                 self.notify(session, uri)
 
 
-async def serve(port: int, redis_url: str | None, channel: str) -> None:
-    floor = Floor()
+async def serve(port: int, redis_url: str | None, channel: str, delay: float) -> None:
+    floor = Floor(delay)
     server = await asyncio.start_server(floor.handle, "127.0.0.1", port, backlog=4096)
     tasks = []
     if redis_url:
@@ -160,9 +166,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--channel", default="mcp:resources:updated")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds from subscribe to notify")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.port, args.redis_url, args.channel))
+        asyncio.run(serve(args.port, args.redis_url, args.channel, args.delay))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  replica's process lives, gone at once when it is killed
 ``mcp:replica:{replica}:sessions`` set of the subscribed session ids a replica holds; once its
                                  heartbeat is gone, any replica drops them from the subscriber sets
-updates channel                  pub/sub, default ``mcp:resources:updated``
+updates channel                  pub/sub, default ``mcp:resources:updated``: a bare URI,
+                                 or JSON (one session's update, or the updater's batch
+                                 naming many sessions: see parse_update_messages)
 """
 
 from __future__ import annotations
@@ -141,10 +143,14 @@ MESSAGE_KINDS = frozenset({UPDATED_KIND, LISTED_KIND})
 
 @dataclass(frozen=True, slots=True)
 class UpdateMessage:
-    """One message on the updates channel, after parsing.
+    """One update on the updates channel, after parsing (one payload may carry many:
+    see :func:`parse_update_messages`).
 
     ``session`` is None when every subscribed session should be notified;
-    ``version`` is None when the sender did not say (a bare URI).
+    ``version`` is None when the sender did not say (a bare URI). ``due_ms`` is when
+    the lab promised the update (a job's entry time plus its delay, ms since the
+    epoch), None for a hand-made publish: the relay records it with the notification,
+    so the report can tell the lab's lateness from the client's.
     """
 
     uri: str
@@ -153,18 +159,29 @@ class UpdateMessage:
     # :data:`UPDATED_KIND` (the resource changed) or :data:`LISTED_KIND` (the
     # resource was added to the list: send list_changed).
     kind: str = UPDATED_KIND
+    due_ms: int | None = None
 
     def encode(self) -> str:
-        """The wire form: JSON with ``uri`` and, when known, ``session``, ``version``
-        and (for a new resource) ``kind``."""
+        """The wire form: JSON with ``uri`` and, when known, ``session``, ``version``,
+        ``due`` and (for a new resource) ``kind``."""
         body: dict[str, object] = {"uri": self.uri}
         if self.session is not None:
             body["session"] = self.session
         if self.version is not None:
             body["version"] = self.version
+        if self.due_ms is not None:
+            body["due"] = self.due_ms
         if self.kind != UPDATED_KIND:
             body["kind"] = self.kind
         return json.dumps(body, separators=(",", ":"))
+
+
+def encode_updates(uri: str, updates: list[tuple[str, int, int | None]]) -> str:
+    """The wire form of many sessions' updates of ``uri`` in one message:
+    ``{"uri": ..., "sessions": [[session, version, due], ...]}`` (``due`` null when
+    unknown). The updater publishes this form for a batch of due jobs."""
+    body = {"uri": uri, "sessions": [list(update) for update in updates]}
+    return json.dumps(body, separators=(",", ":"))
 
 
 class BadMessage(ValueError):
@@ -172,16 +189,20 @@ class BadMessage(ValueError):
 
 
 MAX_MESSAGE_BYTES = 64 * 1024
+# How many sessions one batched message names at most (also bounded by its bytes:
+# see state._APPLY_JOBS). A batch of due jobs is split into messages of this size.
+MAX_SESSIONS_PER_MESSAGE = 200
 
 
-def parse_update_message(payload: bytes | str, catalog: Catalog) -> UpdateMessage:
-    """Parse a payload from the updates channel.
+def parse_update_messages(payload: bytes | str, catalog: Catalog) -> list[UpdateMessage]:
+    """Parse a payload from the updates channel into the updates it carries.
 
     Accepted forms: a bare URI (``test://review/status``), which is what a person
-    types into ``redis-cli publish``, or a JSON object
-    ``{"uri": ..., "session": ..., "version": ...}`` where only ``uri`` is required.
-    Raises :class:`BadMessage` with a reason for anything else, including a URI
-    that is not in the catalog.
+    types into ``redis-cli publish``; a JSON object
+    ``{"uri": ..., "session": ..., "version": ..., "due": ...}`` where only ``uri``
+    is required; or the updater's batch form (:func:`encode_updates`), one update per
+    session. Raises :class:`BadMessage` with a reason for anything else, including a
+    URI that is not in the catalog.
     """
     if len(payload) > MAX_MESSAGE_BYTES:
         raise BadMessage(f"payload of {len(payload)} bytes is over {MAX_MESSAGE_BYTES}")
@@ -194,15 +215,15 @@ def parse_update_message(payload: bytes | str, catalog: Catalog) -> UpdateMessag
     if not text:
         raise BadMessage("empty payload")
     if text.startswith("{"):
-        message = _parse_json_message(text)
+        messages = _parse_json_message(text)
     else:
-        message = UpdateMessage(uri=text)
-    if message.uri not in catalog:
-        raise BadMessage(f"unknown uri {message.uri!r}")
-    return message
+        messages = [UpdateMessage(uri=text)]
+    if messages[0].uri not in catalog:
+        raise BadMessage(f"unknown uri {messages[0].uri!r}")
+    return messages
 
 
-def _parse_json_message(text: str) -> UpdateMessage:
+def _parse_json_message(text: str) -> list[UpdateMessage]:
     try:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -212,16 +233,49 @@ def _parse_json_message(text: str) -> UpdateMessage:
     uri = body.get("uri")
     if not isinstance(uri, str) or not uri:
         raise BadMessage("JSON payload has no string 'uri'")
+    if "sessions" in body:
+        return _parse_batch(uri, body)
     session = body.get("session")
     if session is not None and (not isinstance(session, str) or not session):
         raise BadMessage("'session' must be a non-empty string")
-    version = body.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise BadMessage("'version' must be an integer")
+    version = _optional_int(body, "version")
+    due = _due(_optional_int(body, "due"))
     kind = body.get("kind", UPDATED_KIND)
     if kind not in MESSAGE_KINDS:
         raise BadMessage(f"'kind' must be one of {sorted(MESSAGE_KINDS)}")
-    return UpdateMessage(uri=uri, session=session, version=version, kind=kind)
+    return [UpdateMessage(uri=uri, session=session, version=version, kind=kind, due_ms=due)]
+
+
+def _optional_int(body: dict[str, object], name: str) -> int | None:
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise BadMessage(f"'{name}' must be an integer")
+    return value
+
+
+def _parse_batch(uri: str, body: dict[str, object]) -> list[UpdateMessage]:
+    """The batch form: ``sessions`` a non-empty list of ``[session, version, due]``."""
+    sessions = body["sessions"]
+    if not isinstance(sessions, list) or not sessions:
+        raise BadMessage("'sessions' must be a non-empty list")
+    out: list[UpdateMessage] = []
+    for item in sessions:
+        if not (isinstance(item, list) and len(item) == 3):
+            raise BadMessage("each of 'sessions' must be [session, version, due]")
+        session, version, due = item
+        if not isinstance(session, str) or not session:
+            raise BadMessage("a session in 'sessions' must be a non-empty string")
+        for value in (version, due):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise BadMessage("a version or due in 'sessions' must be an integer")
+        out.append(UpdateMessage(uri=uri, session=session, version=version, due_ms=_due(due)))
+    return out
+
+
+def _due(value: int | None) -> int | None:
+    if value is not None and not 0 <= value <= LAST_EVENT_MS:
+        raise BadMessage(f"'due' {shorten(str(value), 40)} is outside 0..{LAST_EVENT_MS} ms")
+    return value
 
 
 # What a job does (its ``action`` field; absent: an update).
@@ -316,7 +370,9 @@ class Event:
     on a ``session/end`` of a session that died with its server (its ``uri`` and
     ``version``: the version its state had then, so an update applied but never
     delivered shows), :data:`REASON_UNADVERTISED` on a list request answered
-    though its capability was not advertised.
+    though its capability was not advertised. ``due_ms`` is set on a notification
+    the lab promised for a time (an update job's entry time plus its delay): sent
+    minus due is the lab's own lateness, never the client's.
     """
 
     ts_ms: int
@@ -333,6 +389,7 @@ class Event:
     error: int | None = None
     resumed: bool = False
     reason: str | None = None
+    due_ms: int | None = None
 
     def fields(self) -> dict[str, str]:
         """The stream entry's fields (absent values are left out)."""
@@ -358,6 +415,8 @@ class Event:
             out["resumed"] = "1"
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.due_ms is not None:
+            out["due"] = str(self.due_ms)
         return out
 
     @classmethod
@@ -380,6 +439,7 @@ class Event:
                 error=int(fields["error"]) if "error" in fields else None,
                 resumed=fields.get("resumed") == "1",
                 reason=fields.get("reason"),
+                due_ms=int(fields["due"]) if "due" in fields else None,
             )
         except KeyError as exc:
             raise BadMessage(f"no field {exc.args[0]!r}") from exc

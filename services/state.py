@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -33,17 +34,24 @@ Batched = Callable[[Callable[[Pipeline], int]], Awaitable[list[Any]]]
 # version would be written as "1e+14".
 MAX_VERSION_DIGITS = 13
 
-# Applies one job atomically: acknowledge it (only the first caller wins, so a
-# job redelivered after a crash is never applied twice), bump each target's
-# version, write the new text, and publish one message per target. Because the
+# Applies a batch of update jobs of one URI atomically. Each job is acknowledged
+# first (only the first caller wins, so a job redelivered after a crash is never
+# applied twice); each state of an acknowledged job gets its version bumped and the
+# new text; then the updates are published: one message per shared state, and one
+# message naming many sessions for the sessions' states (at most ARGV[8] sessions
+# and about ARGV[9] bytes each; contract.encode_updates is its form). Because the
 # publish happens in the same script as the mutation, no crash can separate them.
 # A state the lab did not write counts as version 1, as read_state reads it
 # (version not a positive integer of at most MAX_VERSION_DIGITS digits, no text,
 # a key of another type): it is deleted and the update writes a clean one.
 #   KEYS[1] stream, KEYS[2..] state keys
-#   ARGV: group, entry id, uri, channel, text template, version placeholder,
-#         ttl, shared scope name, then one scope per state key
-_APPLY_JOB = """
+#   ARGV: group, uri, channel, text template, version placeholder, ttl, shared
+#         scope name, max sessions per message, max bytes per message, n, then n
+#         entry ids of jobs without a state (nobody subscribed: only acknowledged),
+#         then per state key: entry id, scope, due (ms since the epoch)
+#   Returns per state key its new version (0: its job was applied before), then
+#   per job without a state 1 (acknowledged now) or 0 (applied before).
+_APPLY_JOBS = """
 local function current_version(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then
@@ -60,31 +68,62 @@ local function current_version(key)
   redis.call('DEL', key)
   return 1
 end
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
-  return false
-end
-redis.call('XDEL', KEYS[1], ARGV[2])
-local uri, channel, template, placeholder = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local ttl, shared = tonumber(ARGV[7]), ARGV[8]
-local versions = {}
-for i = 2, #KEYS do
-  local scope = ARGV[7 + i]
-  local version = current_version(KEYS[i]) + 1
-  local at = string.find(template, placeholder, 1, true)
-  local text = string.sub(template, 1, at - 1) .. version .. string.sub(template, at + #placeholder)
-  redis.call('HSET', KEYS[i], 'version', version, 'text', text)
-  local body = {uri = uri, version = version}
-  if scope == shared then
-    redis.call('PERSIST', KEYS[i])
-  else
-    body['session'] = scope
-    if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
+local acked = {}
+local function acknowledge(entry)
+  if acked[entry] == nil then
+    acked[entry] = redis.call('XACK', KEYS[1], ARGV[1], entry) == 1
+    if acked[entry] then
+      redis.call('XDEL', KEYS[1], entry)
+    end
   end
-  redis.call('PUBLISH', channel, cjson.encode(body))
-  versions[#versions + 1] = version
+  return acked[entry]
 end
-return versions
+local uri, channel, template, placeholder = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ttl, shared = tonumber(ARGV[6]), ARGV[7]
+local max_sessions, max_bytes = tonumber(ARGV[8]), tonumber(ARGV[9])
+local bare = tonumber(ARGV[10])
+local batch, bytes = {}, 0
+local function flush()
+  if #batch > 0 then
+    redis.call('PUBLISH', channel, cjson.encode({uri = uri, sessions = batch}))
+    batch, bytes = {}, 0
+  end
+end
+local out = {}
+for i = 2, #KEYS do
+  local at = 10 + bare + (i - 2) * 3
+  local entry, scope, due = ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
+  if acknowledge(entry) then
+    local version = current_version(KEYS[i]) + 1
+    local cut = string.find(template, placeholder, 1, true)
+    local text = string.sub(template, 1, cut - 1) .. version
+      .. string.sub(template, cut + #placeholder)
+    redis.call('HSET', KEYS[i], 'version', version, 'text', text)
+    if scope == shared then
+      redis.call('PERSIST', KEYS[i])
+      redis.call('PUBLISH', channel, cjson.encode({uri = uri, version = version, due = due}))
+    else
+      if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
+      local size = #scope + 32
+      if #batch >= max_sessions or bytes + size > max_bytes then
+        flush()
+      end
+      batch[#batch + 1] = {scope, version, due}
+      bytes = bytes + size
+    end
+    out[#out + 1] = version
+  else
+    out[#out + 1] = 0
+  end
+end
+flush()
+for i = 1, bare do
+  out[#out + 1] = acknowledge(ARGV[10 + i]) and 1 or 0
+end
+return out
 """.replace("MAX_VERSION_DIGITS", str(MAX_VERSION_DIGITS))
+# A batched message's bytes, about: kept well under contract.MAX_MESSAGE_BYTES.
+_MESSAGE_BYTES = 16 * 1024
 
 
 # Applies one ADD job atomically (see _APPLY_JOB for the acknowledgement): the
@@ -357,34 +396,60 @@ def _session_ids(key: str, members: set[bytes]) -> list[str]:
     return ids
 
 
-async def apply_job(
+@dataclass(frozen=True, slots=True)
+class DueJob:
+    """An update job to apply now: its entry id, the scopes whose state it bumps (see
+    :func:`job_targets`), and when it was due (ms since the epoch)."""
+
+    entry_id: str
+    scopes: list[str]
+    due_ms: int
+
+
+async def apply_jobs(
     redis: Redis,
-    entry_id: str,
-    job: contract.UpdateJob,
-    scopes: list[str],
+    uri: str,
+    jobs: list[DueJob],
     *,
     template: str,
     channel: str,
     ttl_seconds: int,
-) -> list[int] | None:
-    """Apply a job once: each scope's state becomes ``template`` with its new version
-    filled in. Returns the new versions, or None if it was applied before."""
-    keys = [contract.JOBS_STREAM, *(contract.state_key(s, job.uri) for s in scopes)]
+) -> list[list[int] | None]:
+    """Apply update jobs of ``uri`` once each, in one script: each scope's state becomes
+    ``template`` with its new version filled in, and the updates are published (see
+    ``_APPLY_JOBS``). Returns per job its new versions (one per scope), or None for a
+    job applied before."""
+    keys = [contract.JOBS_STREAM]
+    bare: list[str] = []
+    rows: list[str | int] = []
+    for job in jobs:
+        if not job.scopes:
+            bare.append(job.entry_id)
+        for scope in job.scopes:
+            keys.append(contract.state_key(scope, uri))
+            rows += [job.entry_id, scope, job.due_ms]
     args: list[str | int] = [
         contract.JOBS_GROUP,
-        entry_id,
-        job.uri,
+        uri,
         channel,
         template,
         VERSION_PLACEHOLDER,
         ttl_seconds,
         contract.SHARED_SCOPE,
-        *scopes,
+        contract.MAX_SESSIONS_PER_MESSAGE,
+        _MESSAGE_BYTES,
+        len(bare),
+        *bare,
+        *rows,
     ]
-    result = await redis.eval(_APPLY_JOB, len(keys), *keys, *args)
-    if result is None:
-        return None
-    return [int(v) for v in result]
+    replies = iter(int(v) for v in await redis.eval(_APPLY_JOBS, len(keys), *keys, *args))
+    scoped = [[next(replies) for _ in job.scopes] for job in jobs]
+    acked = {entry: next(replies) == 1 for entry in bare}
+    out: list[list[int] | None] = []
+    for job, versions in zip(jobs, scoped, strict=True):
+        applied = acked[job.entry_id] if not job.scopes else all(v > 0 for v in versions)
+        out.append(versions if applied else None)
+    return out
 
 
 async def apply_add(

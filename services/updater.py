@@ -9,7 +9,10 @@ consumers whose heartbeat expired (never those of a live updater), and at start
 also those left under its own name. A job taken over keeps its due time (entry
 time + delay). Applying a job is one Redis script that acknowledges it, bumps the
 versions and publishes; only the first acknowledgement applies, so no job is
-applied twice, even if two updaters hold it. In burst mode (``mcp-lab updater
+applied twice, even if two updaters hold it. Jobs that fall due together are
+applied together: one script per URI for a batch of them, whose updates go out
+as messages naming many sessions each, so a burst of subscribes is notified on
+time (docs/performance.md, "On time"). In burst mode (``mcp-lab updater
 --burst``) it applies every job there is, each when due, and returns once idle.
 
 Jobs are read as bytes (the Redis client does not decode them) and checked here:
@@ -25,7 +28,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from redis.asyncio import Redis
@@ -69,6 +73,21 @@ _RETRY_SECONDS = 1.0
 # How many jobs stranded by a dead updater one look takes over at most (the rest
 # wait for the next look, every ``take_over_every_seconds``).
 _TAKE_OVER_BATCH = 100
+# How many due jobs one batch applies at most (one script per URI: Redis runs
+# nothing else meanwhile, so a batch stays short).
+_APPLY_BATCH = 500
+# A batch applied this long after its earliest job was due is logged as late.
+_LATE_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class _Due:
+    """A job that fell due, waiting in the next batch."""
+
+    entry_id: str
+    job: contract.UpdateJob
+    due: float  # seconds since the epoch
+    done: asyncio.Future[None]
 
 
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
@@ -103,6 +122,9 @@ class Updater:
         self._jobs_redis = state.connect(settings.redis_url, decode=False)
         self._consumer = settings.updater_consumer
         self._scheduled: dict[str, asyncio.Task[None]] = {}
+        # Jobs that fell due and wait for the next batch, and the task applying them.
+        self._due: list[_Due] = []
+        self._applying: asyncio.Task[None] | None = None
         self._next_take_over = 0.0
         self._beater = f"{socket.gethostname()}:{os.getpid()}".encode()
         self._beaten = False
@@ -130,6 +152,8 @@ class Updater:
             await (self._burst() if burst else self._run())
         finally:
             scheduled = list(self._scheduled.values())
+            if self._applying is not None:
+                scheduled.append(self._applying)
             for task in scheduled:
                 task.cancel()
             await asyncio.gather(*scheduled, return_exceptions=True)
@@ -360,44 +384,102 @@ class Updater:
         while True:
             stop_if_cancelled()
             try:
-                await self._apply(entry_id, job)
+                await self._apply_batched(entry_id, job, due)
                 return
             except (RedisError, OSError) as exc:
                 logger.warning("[updater] job=%s not applied yet (%s); retrying", entry_id, exc)
                 await asyncio.sleep(_RETRY_SECONDS)
 
-    async def _apply(self, entry_id: str, job: contract.UpdateJob) -> None:
-        scopes = await state.job_targets(self._redis, job, self._settings.state_scope)
-        if job.action == contract.ADD_ACTION:
-            await self._apply_add(entry_id, job, scopes)
-            return
-        versions = await state.apply_job(
+    async def _apply_batched(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
+        """Apply ``job`` with the other jobs due now: it joins the next batch (see
+        :meth:`_apply_due`) and this returns once its batch was applied (or raises
+        what applying it raised)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._due.append(_Due(entry_id, job, due, done))
+        if self._applying is None or self._applying.done():
+            self._applying = asyncio.create_task(self._apply_due())
+        await done
+
+    async def _apply_due(self) -> None:
+        """Apply the jobs that fell due, many per round trip, until none is waiting:
+        the jobs that fall due while one batch is applied make the next one."""
+        while self._due:
+            await asyncio.sleep(0)  # the jobs due at this same moment join the batch
+            batch, self._due = self._due[:_APPLY_BATCH], self._due[_APPLY_BATCH:]
+            late = time.time() - min(item.due for item in batch)
+            if late > _LATE_SECONDS:
+                logger.warning(
+                    "[updater] applying %d job(s) up to %.2fs after they were due "
+                    "(the lab is behind; the report shows the lab's own lateness)",
+                    len(batch),
+                    late,
+                )
+            updates = [item for item in batch if item.job.action == contract.UPDATE_ACTION]
+            others = [item for item in batch if item.job.action != contract.UPDATE_ACTION]
+            by_uri: dict[str, list[_Due]] = {}
+            for item in updates:
+                by_uri.setdefault(item.job.uri, []).append(item)
+            await asyncio.gather(
+                *(
+                    self._settle(items, self._apply_updates(uri, items))
+                    for uri, items in by_uri.items()
+                ),
+                *(self._settle([item], self._apply_add(item)) for item in others),
+            )
+
+    @staticmethod
+    async def _settle(items: list[_Due], applying: Awaitable[None]) -> None:
+        """Run ``applying``; each of ``items`` learns how it went."""
+        try:
+            await applying
+        except Exception as exc:  # each job's own task logs it, or retries it
+            for item in items:
+                if not item.done.done():
+                    item.done.set_exception(exc)
+        else:
+            for item in items:
+                if not item.done.done():
+                    item.done.set_result(None)
+
+    async def _apply_updates(self, uri: str, items: list[_Due]) -> None:
+        """Update jobs of one URI, applied in one script; their log lines."""
+        scopes = [
+            await state.job_targets(self._redis, item.job, self._settings.state_scope)
+            for item in items
+        ]
+        jobs = [
+            state.DueJob(item.entry_id, targets, int(item.due * 1000))
+            for item, targets in zip(items, scopes, strict=True)
+        ]
+        applied = await state.apply_jobs(
             self._redis,
-            entry_id,
-            job,
-            scopes,
-            template=self._catalog[job.uri].updated_template(self._settings.updated_status),
+            uri,
+            jobs,
+            template=self._catalog[uri].updated_template(self._settings.updated_status),
             channel=self._settings.updates_channel,
             ttl_seconds=self._settings.state_ttl_seconds,
         )
-        if versions is None:
-            logger.info("[updater] job=%s was already applied; skipped", entry_id)
-            return
-        self.applied += 1
-        for scope, version in zip(scopes, versions, strict=True):
-            logger.info(
-                "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
-                job.uri,
-                version,
-                logs.shorten(scope),
-                entry_id,
-                self._settings.updates_channel,
-            )
-        if not scopes:
-            logger.info("[updater] job=%s uri=%s had no subscribed session", entry_id, job.uri)
+        for job, versions in zip(jobs, applied, strict=True):
+            if versions is None:
+                logger.info("[updater] job=%s was already applied; skipped", job.entry_id)
+                continue
+            self.applied += 1
+            for scope, version in zip(job.scopes, versions, strict=True):
+                logger.info(
+                    "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
+                    uri,
+                    version,
+                    logs.shorten(scope),
+                    job.entry_id,
+                    self._settings.updates_channel,
+                )
+            if not job.scopes:
+                logger.info("[updater] job=%s uri=%s had no subscribed session", job.entry_id, uri)
 
-    async def _apply_add(self, entry_id: str, job: contract.UpdateJob, scopes: list[str]) -> None:
+    async def _apply_add(self, item: _Due) -> None:
         """A scenario's new resource: listed for each scope, list_changed published."""
+        entry_id, job = item.entry_id, item.job
+        scopes = await state.job_targets(self._redis, job, self._settings.state_scope)
         applied = await state.apply_add(
             self._redis,
             entry_id,

@@ -24,17 +24,28 @@ def test_updated_template_leaves_the_version_to_fill() -> None:
 @pytest.mark.parametrize(
     ("payload", "expected"),
     [
-        (b"test://review/status", contract.UpdateMessage("test://review/status")),
-        ("  test://review/status\n", contract.UpdateMessage("test://review/status")),
-        ('{"uri":"test://review/status"}', contract.UpdateMessage("test://review/status")),
+        (b"test://review/status", [contract.UpdateMessage("test://review/status")]),
+        ("  test://review/status\n", [contract.UpdateMessage("test://review/status")]),
+        ('{"uri":"test://review/status"}', [contract.UpdateMessage("test://review/status")]),
         (
             '{"uri":"test://review/status","session":"abc","version":3}',
-            contract.UpdateMessage("test://review/status", "abc", 3),
+            [contract.UpdateMessage("test://review/status", "abc", 3)],
+        ),
+        (
+            '{"uri":"test://review/status","session":"abc","version":3,"due":1700000000000}',
+            [contract.UpdateMessage("test://review/status", "abc", 3, due_ms=1700000000000)],
+        ),
+        (
+            '{"uri":"test://review/status","sessions":[["a",2,1700000000000],["b",5,null]]}',
+            [
+                contract.UpdateMessage("test://review/status", "a", 2, due_ms=1700000000000),
+                contract.UpdateMessage("test://review/status", "b", 5),
+            ],
         ),
     ],
 )
-def test_parse_update_message_accepts_bare_uri_and_json(payload, expected) -> None:
-    assert contract.parse_update_message(payload, LAB_CATALOG) == expected
+def test_parse_update_messages_accepts_bare_uri_json_and_batches(payload, expected) -> None:
+    assert contract.parse_update_messages(payload, LAB_CATALOG) == expected
 
 
 @pytest.mark.parametrize(
@@ -50,16 +61,30 @@ def test_parse_update_message_accepts_bare_uri_and_json(payload, expected) -> No
         ('{"uri": "test://review/status", "version": true}', "integer"),
         ('{"uri": "test://review/status", "session": ""}', "non-empty"),
         ("x" * (contract.MAX_MESSAGE_BYTES + 1), "over"),
+        ('{"uri": "test://review/status", "due": -1}', "outside"),
+        ('{"uri": "test://review/status", "due": 1e3}', "integer"),
+        ('{"uri": "test://review/status", "sessions": []}', "non-empty list"),
+        ('{"uri": "test://review/status", "sessions": {"a": 1}}', "non-empty list"),
+        ('{"uri": "test://review/status", "sessions": [["a", 2]]}', r"\[session, version, due\]"),
+        ('{"uri": "test://review/status", "sessions": [["", 2, 1]]}', "non-empty string"),
+        ('{"uri": "test://review/status", "sessions": [["a", "2", 1]]}', "integer"),
+        ('{"uri": "test://review/status", "sessions": [["a", 2, true]]}', "integer"),
+        ('{"uri": "test://other", "sessions": [["a", 2, 1]]}', "unknown uri"),
     ],
 )
-def test_parse_update_message_rejects_garbage_with_a_reason(payload, reason) -> None:
+def test_parse_update_messages_rejects_garbage_with_a_reason(payload, reason) -> None:
     with pytest.raises(contract.BadMessage, match=reason):
-        contract.parse_update_message(payload, LAB_CATALOG)
+        contract.parse_update_messages(payload, LAB_CATALOG)
 
 
-def test_update_message_round_trips() -> None:
-    message = contract.UpdateMessage("test://review/status", "s1", 4)
-    assert contract.parse_update_message(message.encode(), LAB_CATALOG) == message
+def test_update_messages_round_trip() -> None:
+    message = contract.UpdateMessage("test://review/status", "s1", 4, due_ms=1700000000123)
+    assert contract.parse_update_messages(message.encode(), LAB_CATALOG) == [message]
+    batch = contract.encode_updates("test://review/status", [("a", 2, 5), ("b", 3, None)])
+    assert contract.parse_update_messages(batch, LAB_CATALOG) == [
+        contract.UpdateMessage("test://review/status", "a", 2, due_ms=5),
+        contract.UpdateMessage("test://review/status", "b", 3),
+    ]
 
 
 def test_job_fields_round_trip() -> None:

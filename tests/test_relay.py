@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from urllib.parse import urlsplit
 
 import anyio
 import pytest
 
 from services.cli.embedded_redis import redis_binary
-from tests.lab import STATUS_URI, connect, version_of
+from tests.lab import STATUS_URI, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -133,6 +134,54 @@ async def test_json_message_for_one_session_reaches_only_that_session(inproc, re
         await b.session.send_ping()
         assert b.updated == []
         assert server.matching(r"\[notification/send\] .*client=other/") == []
+
+
+async def test_a_batch_message_notifies_each_named_session_and_records_when_it_was_due(
+    inproc, redis_url
+) -> None:
+    """The updater's batch form: each named session here is notified once, with its
+    own version; the evidence keeps each notification's due time, and the report
+    says the lab was late when it was (a due time 5 s in the past)."""
+    server, url = await inproc.server(update_delay_seconds=NO_AUTO_UPDATE)
+    async with connect(url, "first") as a, connect(url, "second") as b, connect(url, "idle") as c:
+        await a.session.subscribe_resource(STATUS_URI)
+        await b.session.subscribe_resource(STATUS_URI)
+        await c.session.subscribe_resource(STATUS_URI)
+        ids = {}
+        for name in ("first", "second"):
+            line = await server.await_line(rf"\[initialize\] .*client={name}/")
+            ids[name] = line.split("session=")[1].split()[0]
+        now_ms = int(time.time() * 1000)
+        batch = {
+            "uri": STATUS_URI,
+            "sessions": [
+                [ids["first"], 3, now_ms],
+                [ids["second"], 4, now_ms - 5000],
+                ["not-here", 2, now_ms],
+            ],
+        }
+        await redis_cli(redis_url, "publish", CHANNEL, json.dumps(batch))
+        assert await a.wait_updated(1) == [STATUS_URI]
+        assert await b.wait_updated(1) == [STATUS_URI]
+        await server.await_line(r"\[resource/update\] uri=\S+ version=4 .*client=second/")
+        await c.session.send_ping()
+        assert c.updated == []
+        assert server.matching(r"\[resource/update\] uri=\S+ version=3 .*client=first/")
+    await server.await_line(r"\[session/end\] .*client=idle/")
+    result = await amcp_lab(lab_env(redis_url), "report", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    timing = data["lab_timing"]
+    assert timing["notifications"] == 2 and timing["late"] == 1 and timing["was_late"]
+    assert 5000 <= timing["max_ms"] < 15000
+    second = next(c for c in data["clients"] if c["client"] == "second")
+    assert any(n.startswith("the lab sent a notification 5.") for n in second["notes"])
+    sent = [e for e in second["sessions"][0]["events"] if e["method"].endswith("/updated")]
+    assert sent[0]["due"] is not None and sent[0]["lab_late_ms"] >= 5000
+    first = next(c for c in data["clients"] if c["client"] == "first")
+    assert not any("after it was due" in n for n in first["notes"])
+    table = await amcp_lab(lab_env(redis_url), "report")
+    assert "note: the lab was late: 1 of 2 notification(s)" in table.stdout, table.stdout
 
 
 async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(inproc, redis_url) -> None:

@@ -92,35 +92,43 @@ async def test_updater_burst_command_applies_the_queued_job_and_exits(redis_url,
     assert redis_client.hget(contract.state_key("burst-cli", STATUS_URI), "version") == "2"
 
 
-async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> None:
+async def _claimed_jobs(redis, jobs: list[contract.UpdateJob]) -> list[str]:
+    """``jobs`` on the stream, taken by a consumer (pending, as an updater holds them)."""
+    await state.ensure_job_group(redis)
+    ids = [await state.enqueue_job(redis, job) for job in jobs]
+    claimed = await redis.xreadgroup(
+        contract.JOBS_GROUP, "test", {contract.JOBS_STREAM: ">"}, count=len(jobs)
+    )
+    assert [entry for entry, _ in claimed[0][1]] == ids
+    return ids
+
+
+_APPLY = {
+    "template": REVIEW_STATUS.updated_template("reviewed"),
+    "channel": "test-channel",
+    "ttl_seconds": 60,
+}
+
+
+async def test_apply_jobs_applies_a_job_only_once(redis_url, redis_client) -> None:
     redis = state.connect(redis_url)
     try:
-        await state.ensure_job_group(redis)
-        job = contract.UpdateJob(STATUS_URI, "s1")
-        entry_id = await state.enqueue_job(redis, job)
-        claimed = await redis.xreadgroup(
-            contract.JOBS_GROUP, "test", {contract.JOBS_STREAM: ">"}, count=1
-        )
-        assert claimed[0][1][0][0] == entry_id
+        (entry_id,) = await _claimed_jobs(redis, [contract.UpdateJob(STATUS_URI, "s1")])
         pubsub = redis.pubsub()
         await pubsub.subscribe("test-channel")
         await pubsub.get_message(timeout=1)  # the subscribe confirmation
 
-        kwargs = {
-            "template": REVIEW_STATUS.updated_template("reviewed"),
-            "channel": "test-channel",
-            "ttl_seconds": 60,
-        }
-        first = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
-        second = await state.apply_job(redis, entry_id, job, ["s1"], **kwargs)
-        assert first == [2]
-        assert second is None
+        job = state.DueJob(entry_id, ["s1"], 1700000000000)
+        first = await state.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
+        second = await state.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
+        assert first == [[2]]
+        assert second == [None]
 
         published = await pubsub.get_message(timeout=2)
         assert published is not None
-        assert contract.parse_update_message(
-            published["data"], LAB_CATALOG
-        ) == contract.UpdateMessage(STATUS_URI, "s1", 2)
+        assert contract.parse_update_messages(published["data"], LAB_CATALOG) == [
+            contract.UpdateMessage(STATUS_URI, "s1", 2, due_ms=1700000000000)
+        ]
         assert await pubsub.get_message(timeout=0.2) is None
         await pubsub.aclose()
 
@@ -132,6 +140,83 @@ async def test_apply_job_applies_a_job_only_once(redis_url, redis_client) -> Non
         assert 0 < redis_client.ttl(contract.state_key("s1", STATUS_URI)) <= 60
         assert redis_client.xlen(contract.JOBS_STREAM) == 0
     finally:
+        await redis.aclose()
+
+
+async def test_apply_jobs_names_many_sessions_per_message(redis_url, redis_client) -> None:
+    """A batch: one script, the sessions' updates in messages of at most
+    MAX_SESSIONS_PER_MESSAGE sessions each, a job applied before left alone, a job
+    without subscribers only acknowledged, the shared state in a message of its own."""
+    n = contract.MAX_SESSIONS_PER_MESSAGE + 50
+    redis = state.connect(redis_url)
+    try:
+        jobs = [contract.UpdateJob(STATUS_URI, f"s{i}") for i in range(n)]
+        jobs += [contract.UpdateJob(STATUS_URI, "*"), contract.UpdateJob(STATUS_URI, "shared")]
+        ids = await _claimed_jobs(redis, jobs)
+        redis_client.hset(contract.state_key("s7", STATUS_URI), mapping={"version": 4, "text": "x"})
+        early = state.DueJob(ids[3], ["s3"], 1)
+        assert await state.apply_jobs(redis, STATUS_URI, [early], **_APPLY) == [[2]]
+        pubsub = redis.pubsub()
+        await pubsub.subscribe("test-channel")
+        await pubsub.get_message(timeout=1)
+
+        due = [state.DueJob(entry, [f"s{i}"], 1000 + i) for i, entry in enumerate(ids[:n])]
+        due += [state.DueJob(ids[n], [], 5), state.DueJob(ids[n + 1], ["shared"], 6)]
+        applied = await state.apply_jobs(redis, STATUS_URI, due, **_APPLY)
+
+        assert applied[3] is None  # applied before: not again
+        assert applied[7] == [5]  # its state was at 4
+        assert applied[n] == [] and applied[n + 1] == [2]
+        assert all(v == [2] for i, v in enumerate(applied[:n]) if i not in (3, 7))
+        told: list[contract.UpdateMessage] = []
+        payloads = 0
+        while (published := await pubsub.get_message(timeout=1)) is not None:
+            payloads += 1
+            told += contract.parse_update_messages(published["data"], LAB_CATALOG)
+        await pubsub.aclose()
+        assert payloads == 3  # 200 sessions, 49 sessions, the shared state
+        assert len(told) == n  # n - 1 sessions and the shared state
+        assert contract.UpdateMessage(STATUS_URI, "s7", 5, due_ms=1007) in told
+        assert contract.UpdateMessage(STATUS_URI, None, 2, due_ms=6) in told
+        assert not any(m.session == "s3" for m in told)
+        assert redis_client.xlen(contract.JOBS_STREAM) == 0
+        pending = redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)
+        assert pending["pending"] == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_jobs_due_together_are_published_together(inproc, redis_url) -> None:
+    """300 sessions' jobs falling due at once reach the channel in a few messages
+    naming many sessions each (one per job before: 300), every session once, each
+    with the time it was due."""
+    n = 300
+    redis = state.connect(redis_url)
+    pubsub = redis.pubsub()
+    try:
+        channel = "mcp:resources:updated"
+        await pubsub.subscribe(channel)
+        await pubsub.get_message(timeout=1)
+        await state.ensure_job_group(redis)
+        pipe = redis.pipeline(transaction=False)
+        for i in range(n):
+            pipe.xadd(contract.JOBS_STREAM, contract.UpdateJob(STATUS_URI, f"s{i}", 0.5).fields())
+        ids = await pipe.execute()
+        await inproc.updater(updates_channel=channel)
+        told: list[contract.UpdateMessage] = []
+        payloads = 0
+        deadline = time.monotonic() + BOUND
+        while len(told) < n and time.monotonic() < deadline:
+            published = await pubsub.get_message(timeout=1)
+            if published is not None:
+                payloads += 1
+                told += contract.parse_update_messages(published["data"], LAB_CATALOG)
+        assert sorted(m.session or "" for m in told) == sorted(f"s{i}" for i in range(n))
+        assert payloads <= 5, payloads
+        due = {f"s{i}": contract.entry_time_ms(entry) + 500 for i, entry in enumerate(ids)}
+        assert all(m.due_ms == due[m.session or ""] for m in told)
+    finally:
+        await pubsub.aclose()
         await redis.aclose()
 
 

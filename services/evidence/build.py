@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
 from services import contract, state
 from services.evidence import reader, scoring
 from services.evidence.scoring import ClientScore
+from services.evidence.timing import LabTiming
+from services.evidence.timing import lab_timing as timing_of
 from services.scenarios import registry
 from services.scenarios.scenario import Scenario
 
@@ -34,6 +36,8 @@ class Report:
     generated_ms: int
     # The window's newest events only were scored (``max_events``): how many at most.
     newest_only: int | None = None
+    # Whether the lab sent its notifications when due (timing.lab_timing).
+    timing: LabTiming = field(default_factory=lambda: timing_of([]))
 
 
 async def lab_scenario(redis: Redis, name: str | None = None) -> Scenario:
@@ -85,5 +89,12 @@ async def build(
     clients = scoring.score_clients(events, runs, played)
     generated = int(time.time() * 1000)
     return Report(
-        run_id, since_ms, played, clients, missing, generated, max_events if cut else None
+        run_id,
+        since_ms,
+        played,
+        clients,
+        missing,
+        generated,
+        max_events if cut else None,
+        timing_of(events),
     )

@@ -70,6 +70,7 @@ class Sent:
     version: int | None
     delivered: bool
     ts_ms: int
+    due_ms: int | None = None  # when the lab promised it (see contract.Event)
 
 
 class Recorder:
@@ -182,16 +183,33 @@ class Recorder:
         return True
 
     async def sent(
-        self, peer: Peer, method: str, uri: str | None, version: int | None, delivered: bool
+        self,
+        peer: Peer,
+        method: str,
+        uri: str | None,
+        version: int | None,
+        delivered: bool,
+        due_ms: int | None = None,
     ) -> None:
-        """Record a notification sent to ``peer``."""
-        await self.record(_event(peer, "out", method, now_ms(), uri, version, delivered=delivered))
+        """Record a notification sent to ``peer`` (due at ``due_ms``, when promised)."""
+        await self.record(
+            _event(peer, "out", method, now_ms(), uri, version, delivered=delivered, due_ms=due_ms)
+        )
 
     async def sent_many(self, sent: list[Sent]) -> None:
         """Record several notifications at once (one publish to many sessions)."""
         await self.record_many(
             [
-                _event(s.peer, "out", s.method, s.ts_ms, s.uri, s.version, delivered=s.delivered)
+                _event(
+                    s.peer,
+                    "out",
+                    s.method,
+                    s.ts_ms,
+                    s.uri,
+                    s.version,
+                    delivered=s.delivered,
+                    due_ms=s.due_ms,
+                )
                 for s in sent
             ]
         )
@@ -286,6 +304,7 @@ def _event(
     delivered: bool | None = None,
     error: int | None = None,
     resumed: bool = False,
+    due_ms: int | None = None,
 ) -> contract.Event:
     # The method and URI may be a client's own (an unknown method, an unknown URI):
     # the record keeps them cut (services/untrusted.py); the peer's are cut already.
@@ -303,4 +322,5 @@ def _event(
         delivered=delivered,
         error=error,
         resumed=resumed,
+        due_ms=due_ms,
     )

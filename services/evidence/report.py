@@ -17,6 +17,7 @@ from services.evidence.scoring import (
     LEVELS,
     SessionScore,
 )
+from services.evidence.timing import lateness_ms
 from services.scenarios.scenario import Check
 
 _CHECKPOINT_TITLES: dict[str, str] = {
@@ -93,6 +94,8 @@ def _event_json(event: Event) -> dict[str, Any]:
         "error": event.error,
         "resumed": event.resumed,
         "reason": event.reason,
+        "due": iso(event.due_ms),
+        "lab_late_ms": lateness_ms(event),
     }
 
 
@@ -133,8 +136,10 @@ def to_json(report: Report) -> dict[str, Any]:
 
     A report of a run has ``run`` (its id and start); one made with ``--since``
     has ``since`` instead (and ``run`` null). ``missing_events``: events of the
-    window that could not be recorded. ``scenario``: what the lab played, and each
-    client's (and session's) ``checks``: that scenario's own checkpoints."""
+    window that could not be recorded. ``lab_timing``: whether the lab sent its
+    notifications when it had promised them (each event's ``due`` and
+    ``lab_late_ms``; services/evidence/timing.py). ``scenario``: what the lab played,
+    and each client's (and session's) ``checks``: that scenario's own checkpoints."""
     since_ms, run_id = report.since_ms, report.run_id
     scenario = report.scenario
     return {
@@ -150,6 +155,7 @@ def to_json(report: Report) -> dict[str, Any]:
         ),
         "generated": iso(report.generated_ms),
         "missing_events": report.missing,
+        "lab_timing": report.timing.as_json(),
         "scenario": {"name": scenario.name, "summary": scenario.summary, "uri": scenario.watched},
         **levels_json(),
         "clients": [
@@ -175,6 +181,9 @@ def to_table(report: Report) -> str:
     lines = [f"{head}, scenario {report.scenario.name}", ""]
     if missing:
         lines[-1:] = [f"note: {missing_note(missing)}", ""]
+    late = report.timing.note()
+    if late:
+        lines[-1:] = [f"note: {late}", ""]
     if not clients:
         lines.append("no client has connected in this window")
         return "\n".join(lines)
@@ -243,6 +252,9 @@ def to_markdown(report: Report) -> str:
     ]
     if missing:
         blocks.append(f"> Note: {missing_note(missing)}.")
+    late = report.timing.note()
+    if late:
+        blocks.append(f"> Note: {late}.")
     for client in clients:
         best = client.best
         marks = best.checkpoints

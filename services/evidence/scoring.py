@@ -26,6 +26,7 @@ from services.contract import (
     Transport,
     entry_time_ms,
 )
+from services.evidence import timing
 from services.scenarios.scenario import Check
 
 if TYPE_CHECKING:
@@ -279,6 +280,9 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
             f"read version {polled[0].version} without a delivered notification before it "
             "(polling, or another session's update)"
         )
+    late = timing.session_note(score.events)
+    if late:
+        notes.append(late)
     if tools:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
     if score.ended_by_server == REASON_IDLE:

@@ -88,11 +88,22 @@ class _Outcome:
     delivered: bool
     problem: str
     ts_ms: int
+    due_ms: int | None
 
     def sent(self) -> Sent:
         uri = self.uri if self.method == UPDATED else None
         version = self.version if isinstance(self.version, int) and uri else None
-        return Sent(self.target.peer, self.method, uri, version, self.delivered, self.ts_ms)
+        due = self.due_ms if uri else None
+        return Sent(self.target.peer, self.method, uri, version, self.delivered, self.ts_ms, due)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """One subscriber of an update: the version to tell it, and when it was due."""
+
+    target: Subscriber
+    version: int | str | None
+    due_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +114,12 @@ class _Pending:
     method: str
     version: int | str | None
     event: EventMessage
+    due_ms: int | None
 
     def outcome(self, uri: str, delivered: bool, problem: str) -> _Outcome:
-        return _Outcome(self.target, self.method, uri, self.version, delivered, problem, now_ms())
+        return _Outcome(
+            self.target, self.method, uri, self.version, delivered, problem, now_ms(), self.due_ms
+        )
 
 
 class Relay:
@@ -202,13 +216,13 @@ class Relay:
                         target.peer.session,
                     )
                     update = contract.UpdateMessage(uri, target.peer.session, current)
-                    await self._notify_all([target], update)
+                    await self._notify_all(uri, [(target, update)])
         logger.info("[relay] reconcile checked=%d notified=%d", checked, notified)
 
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
         try:
-            message = contract.parse_update_message(payload, self._catalog)
+            messages = contract.parse_update_messages(payload, self._catalog)
         except contract.BadMessage as exc:
             self.messages_ignored += 1
             logger.warning(
@@ -217,23 +231,32 @@ class Relay:
                 logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
             )
             return
-        if message.kind == contract.LISTED_KIND:
-            await self._list_changed(message)
+        first = messages[0]
+        if first.kind == contract.LISTED_KIND:
+            await self._list_changed(first)
             return
         targets = [
-            target
+            (target, message)
+            for message in messages
             for target in self._registry.subscribers(message.uri, message.session)
             if not self._already_told(target, message)
         ]
         if not targets:
-            logger.info(
-                "[relay] no subscribed session here for uri=%s session=%s",
-                message.uri,
-                logs.shorten(message.session or "*"),
-            )
+            if len(messages) == 1:
+                logger.info(
+                    "[relay] no subscribed session here for uri=%s session=%s",
+                    first.uri,
+                    logs.shorten(first.session or "*"),
+                )
+            else:
+                logger.info(
+                    "[relay] none of the %d sessions of a batch is here (uri=%s)",
+                    len(messages),
+                    first.uri,
+                )
             return
         self.messages_relayed += 1
-        await self._notify_all(targets, message)
+        await self._notify_all(first.uri, targets)
 
     async def _list_changed(self, message: contract.UpdateMessage) -> None:
         """A scenario listed a new resource: ``list_changed`` to whoever hears it in
@@ -267,37 +290,45 @@ class Relay:
         )
         return True
 
-    async def _notify_all(self, targets: list[Subscriber], message: contract.UpdateMessage) -> None:
-        """Notify ``targets`` of one message: the version read once per state scope
-        (not per session), the Streamable HTTP sessions' GET streams written to
-        together (:meth:`_fan_out`), every other subscriber through its own sender.
-        Concurrently, each bounded: one stuck client must not hold up the others."""
-        versions = await self._versions(targets, message)
-        direct: list[tuple[Subscriber, int | str | None]] = []
-        others: list[tuple[Subscriber, int | str | None]] = []
-        for target, version in zip(targets, versions, strict=True):
+    async def _notify_all(
+        self, uri: str, targets: list[tuple[Subscriber, contract.UpdateMessage]]
+    ) -> None:
+        """Notify each target of its update of ``uri`` (one payload: one session, every
+        subscriber, or the updater's batch of many sessions): a version not named read
+        once per state scope (not per session), the Streamable HTTP sessions' GET
+        streams written to together (:meth:`_fan_out`), every other subscriber through
+        its own sender. Concurrently, each bounded: one stuck client must not hold up
+        the others."""
+        versions = await self._versions(uri, targets)
+        direct: list[_Target] = []
+        others: list[_Target] = []
+        for (target, message), version in zip(targets, versions, strict=True):
             if isinstance(version, int):
-                target.known[message.uri] = max(version, target.known.get(message.uri, 0))
+                target.known[uri] = max(version, target.known.get(uri, 0))
             stream = target.get_stream
-            (direct if stream is not None and stream.usable else others).append((target, version))
+            one = _Target(target, version, message.due_ms)
+            (direct if stream is not None and stream.usable else others).append(one)
         await asyncio.gather(
-            self._fan_out(direct, message.uri),
-            *(self._notify(target, message.uri, version) for target, version in others),
+            self._fan_out(direct, uri),
+            *(self._notify(one, uri) for one in others),
         )
 
     async def _versions(
-        self, targets: list[Subscriber], message: contract.UpdateMessage
+        self, uri: str, targets: list[tuple[Subscriber, contract.UpdateMessage]]
     ) -> list[int | str | None]:
-        """Per target, the version to tell: the message's, else the current one of
+        """Per target, the version to tell: its message's, else the current one of
         its state scope, read once per scope (``"?"`` if Redis could not say)."""
-        if message.version is not None:
-            return [message.version] * len(targets)
         scope_of = self._settings.state_scope
-        scopes = [contract.scope_of(t.peer.session, scope_of) for t in targets]
-        distinct = list(dict.fromkeys(scopes))
-        read = await asyncio.gather(*(self._read_version(scope, message.uri) for scope in distinct))
-        current = dict(zip(distinct, read, strict=True))
-        return [current[scope] for scope in scopes]
+        unnamed = [t for t, m in targets if m.version is None]
+        scopes = list(dict.fromkeys(contract.scope_of(t.peer.session, scope_of) for t in unnamed))
+        read = await asyncio.gather(*(self._read_version(scope, uri) for scope in scopes))
+        current = dict(zip(scopes, read, strict=True))
+        return [
+            m.version
+            if m.version is not None
+            else current[contract.scope_of(t.peer.session, scope_of)]
+            for t, m in targets
+        ]
 
     def _prepared(self, uri: str) -> list[tuple[str, PreparedNotification]]:
         """The notifications of one update, as the SDK would build them, built once."""
@@ -310,7 +341,7 @@ class Relay:
             prepared.append((LIST_CHANGED, mcp_adapter.prepared_notification(changed)))
         return prepared
 
-    async def _fan_out(self, targets: list[tuple[Subscriber, int | str | None]], uri: str) -> None:
+    async def _fan_out(self, targets: list[_Target], uri: str) -> None:
         """Notify Streamable HTTP sessions by writing to their GET streams directly,
         as the SDK's message router would: the notification built and serialised
         once; every session's event stored for resumption (together, see
@@ -322,8 +353,8 @@ class Relay:
             return
         prepared = self._prepared(uri)
         entries: list[tuple[EventStore, str, JSONRPCMessage]] = []
-        for target, _ in targets:
-            store = cast(mcp_adapter.GetStream, target.get_stream).event_store
+        for one in targets:
+            store = cast(mcp_adapter.GetStream, one.target.get_stream).event_store
             if store is not None:
                 entries += [(store, GET_STREAM_KEY, message) for _, message in prepared]
         ids = iter(await self._store(entries))
@@ -347,7 +378,7 @@ class Relay:
 
     def _put_all(
         self,
-        targets: list[tuple[Subscriber, int | str | None]],
+        targets: list[_Target],
         uri: str,
         prepared: list[tuple[str, PreparedNotification]],
         ids: Iterator[str | None],
@@ -356,15 +387,15 @@ class Relay:
     ) -> None:
         """Put each target's events on its GET stream queue, without waiting: an
         outcome for each, or (a full queue) the events left for :meth:`_push`."""
-        for target, version in targets:
-            stream = cast(mcp_adapter.GetStream, target.get_stream)
+        for one in targets:
+            stream = cast(mcp_adapter.GetStream, one.target.get_stream)
             kept = stream.event_store is not None
             queue = stream.queue()
-            can_deliver = self._registry.can_deliver(target)
+            can_deliver = self._registry.can_deliver(one.target)
             pending = []
             for method, message in prepared:
-                event_id = next(ids) if kept else None
-                pending.append(_Pending(target, method, version, EventMessage(message, event_id)))
+                event = EventMessage(message, next(ids) if kept else None)
+                pending.append(_Pending(one.target, method, one.version, event, one.due_ms))
             for at, item in enumerate(pending):
                 if queue is None:  # the SDK would store it and drop it, as here
                     outcomes.append(item.outcome(uri, False, _NO_STREAM))
@@ -430,10 +461,11 @@ class Relay:
             else:
                 event("notification/send", o.method, peer, o.problem)
 
-    async def _notify(self, target: Subscriber, uri: str, version: int | str | None) -> None:
+    async def _notify(self, one: _Target, uri: str) -> None:
         """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
+        target, version = one.target, one.version
         event("resource/update", f"uri={uri} version={version}", target.peer)
-        await self._send(target, UPDATED, uri, version, target.send_updated(uri))
+        await self._send(target, UPDATED, uri, version, target.send_updated(uri), one.due_ms)
         if self._settings.send_list_changed:
             await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
 
@@ -444,6 +476,7 @@ class Relay:
         uri: str | None,
         version: object,
         sending: Awaitable[None],
+        due_ms: int | None = None,
     ) -> None:
         """Send one notification and record it: delivered only if a stream was open
         when it went out and the send completed."""
@@ -459,7 +492,7 @@ class Relay:
         detail = f"{method} uri={uri}" if uri else method
         event("notification/send", detail, peer, problem)
         recorded_version = version if isinstance(version, int) else None
-        await self._recorder.sent(peer, method, uri, recorded_version, delivered)
+        await self._recorder.sent(peer, method, uri, recorded_version, delivered, due_ms)
 
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)

@@ -1,0 +1,167 @@
+"""The lateness phase of scripts/bench.py: is each notification sent when it is due?
+
+``late N``: N sessions set up (initialize, GET stream), then all subscribe at the
+same moment, in per-session scope, with an update delay D (2 s by default). A
+session's notification is due D seconds after its subscribe; the benchmark takes
+the moment the subscribe's answer arrived as the start (the lab starts the delay
+when it takes the subscribe, a little earlier, so the figure errs towards the lab)
+and measures, per session, notification arrival minus due: p50, p99, max, and the
+notifications missing 30 s after due. The floor (scripts/floor.py --delay D) does
+the same with a timer per subscribe. For the lab it also reads the lab's own
+figure from the evidence: per notification record, sent (``ts``) minus due
+(``due``), which is what the report shows as the lab's lateness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import bench
+from rawmcp import STATUS_URI, RawClient
+
+# A notification not there this long after it was due counts as missing.
+MISSING_AFTER_SECONDS = 30.0
+
+
+@dataclass
+class LateResult:
+    """One lateness run: per notification, seconds after due (client side)."""
+
+    n: int
+    set_up: int
+    subscribed: int
+    lateness: list[float] = field(default_factory=list)
+    missing: int = 0
+    lab_lateness: list[float] = field(default_factory=list)  # sent minus due, from evidence
+
+    def summary(self, name: str) -> str:
+        def figures(samples: list[float]) -> str:
+            if not samples:
+                return "no samples"
+            p50, p99 = bench.pct(samples, 0.5) / 1000, bench.pct(samples, 0.99) / 1000
+            return f"p50 {p50:.2f} s, p99 {p99:.2f} s, max {max(samples):.2f} s"
+
+        text = (
+            f"{name} late {self.n}: set up {self.set_up}, subscribed {self.subscribed}, "
+            f"missing {self.missing}; after due: {figures(self.lateness)}"
+        )
+        if self.lab_lateness:
+            text += f"; the lab's own (sent - due): {figures(self.lab_lateness)}"
+        return text
+
+
+async def _subscribe_timed(clients: list[RawClient]) -> list[tuple[RawClient, float]]:
+    """Every client subscribes at the same moment: the accepted ones, each with the
+    (event loop) time its answer arrived."""
+    loop = asyncio.get_running_loop()
+
+    async def one(client: RawClient) -> float | None:
+        try:
+            reply = await client.request("resources/subscribe", {"uri": STATUS_URI})
+        except bench._CLIENT_ERRORS:
+            return None
+        return None if "error" in reply else loop.time()
+
+    answered = await asyncio.gather(*(one(c) for c in clients))
+    return [(c, t) for c, t in zip(clients, answered, strict=True) if t is not None]
+
+
+async def late(
+    port: int, n: int, delay: float, concurrency: int, redis_url: str | None = None
+) -> LateResult:
+    """Storm ``n`` with an update delay of ``delay`` s: each notification's lateness."""
+    clients, _, _ = await bench.setup_sessions(port, n, concurrency, name="late")
+    result = LateResult(n=n, set_up=len(clients), subscribed=0)
+    try:
+        subscribed = await _subscribe_timed(clients)
+        result.subscribed = len(subscribed)
+        loop = asyncio.get_running_loop()
+
+        async def wait(client: RawClient, answered: float) -> float | None:
+            bound = answered + delay + MISSING_AFTER_SECONDS - loop.time()
+            if not await client.wait_notification(1, max(0.0, bound)):
+                return None
+            return client.notifications[0][0] - (answered + delay)
+
+        seen = await asyncio.gather(*(wait(c, t) for c, t in subscribed))
+        result.lateness = [s for s in seen if s is not None]
+        result.missing = seen.count(None)
+        if redis_url:
+            sessions = {c.session_id for c, _ in subscribed if c.session_id}
+            result.lab_lateness = await lab_lateness(redis_url, sessions)
+    finally:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def end(client: RawClient) -> None:
+            async with gate:
+                await client.end()
+
+        await asyncio.gather(*(end(c) for c in clients))
+    return result
+
+
+async def lab_lateness(redis_url: str, sessions: set[str]) -> list[float]:
+    """The lab's own lateness of each notification to ``sessions``: the record's
+    ``ts`` minus its ``due`` (records without ``due`` are left out), in seconds.
+    Waits (bounded) for the records: the lab writes them in batches."""
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(redis_url)
+    found: dict[str, float] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while len(found) < len(sessions) and time.monotonic() < deadline:
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = await redis.xrange("mcp:events")
+            for _, fields in entries:
+                f = {k.decode(): v.decode() for k, v in fields.items()}
+                if f.get("direction") == "out" and f.get("session") in sessions and "due" in f:
+                    found.setdefault(f["session"], (int(f["ts"]) - int(f["due"])) / 1000)
+            if len(found) < len(sessions):
+                await asyncio.sleep(0.5)  # polling a stream the lab writes in batches
+    finally:
+        await redis.aclose()
+    return list(found.values())
+
+
+def rows(code: Any, url: str, args: Any, extra: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """The table rows of ``--only late``: per size in ``--late``, lab and floor."""
+    out: list[tuple[str, str, str, str]] = []
+    delay = args.late_delay
+    for n in (int(s) for s in args.late.split(",") if s):
+        bench._flush(url)
+        port = bench.free_port()
+        procs = bench.start_lab(code, url, port, True, update_delay_seconds=str(delay), **extra)
+        try:
+            lab = asyncio.run(late(port, n, delay, args.concurrency, url))
+        finally:
+            for proc in reversed(procs):
+                proc.stop()
+        print(lab.summary("lab"))
+        floor_port = bench.free_port()
+        floor_proc = bench.start_floor(floor_port, delay=delay)
+        try:
+            floor = asyncio.run(late(floor_port, n, delay, args.concurrency))
+        finally:
+            floor_proc.stop()
+        print(floor.summary("floor"))
+        name = f"late {n} (delay {delay:g} s)"
+        out.append((f"{name}: missing 30 s after due", str(lab.missing), str(floor.missing), ""))
+        for label, q in (("p50", 0.5), ("p99", 0.99)):
+            a, b = bench.pct(lab.lateness, q) / 1000, bench.pct(floor.lateness, q) / 1000
+            out.append((f"{name}: {label} after due", f"{a:.2f} s", f"{b:.2f} s", ""))
+        a, b = max(lab.lateness, default=0.0), max(floor.lateness, default=0.0)
+        out.append((f"{name}: max after due", f"{a:.2f} s", f"{b:.2f} s", ""))
+        if lab.lab_lateness:
+            own = lab.lab_lateness
+            out.append(
+                (
+                    f"{name}: the lab's own p99 / max (sent - due)",
+                    f"{bench.pct(own, 0.99) / 1000:.2f} s / {max(own):.2f} s",
+                    "-",
+                    "",
+                )
+            )
+    return out
