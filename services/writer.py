@@ -53,6 +53,7 @@ class BatchWriter:
         self._closing = False
         self.batches = 0
         self.largest_batch = 0
+        self.urgent_writes = 0
 
     @property
     def running(self) -> bool:
@@ -66,10 +67,20 @@ class BatchWriter:
         self._closing = False
         self._task = asyncio.create_task(self._run(), name="redis-writer")
 
-    async def submit(self, commands: Commands) -> list[Any]:
+    async def submit(self, commands: Commands, *, urgent: bool = False) -> list[Any]:
         """Run ``commands`` in the next pipeline; their replies, or the error that
-        stopped them (a RedisError or OSError). Waits while the queue is full."""
+        stopped them (a RedisError or OSError). Waits while the queue is full.
+
+        ``urgent``: a write that something time-bound waits for (a notification due
+        now must have its resume event kept before it is sent) does not queue behind
+        a burst's writes: it goes at once in a pipeline of its own, bounded as a batch
+        is. Its order against queued writes is not kept, so only writes that no
+        queued write must precede may be urgent."""
         queue = self._queue
+        if urgent:
+            self.urgent_writes += 1
+            async with asyncio.timeout(BATCH_TIMEOUT_SECONDS):
+                return await self._execute_alone(commands)
         if self._closing or not self.running or queue is None:
             return await self._execute_alone(commands)
         done: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()

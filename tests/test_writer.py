@@ -73,3 +73,31 @@ async def test_close_writes_everything_queued_and_later_writes_go_direct(redis_u
     await writer.submit(xadd("queued", 300))
     assert await redis.xlen("queued") == 301
     await redis.aclose()
+
+
+async def test_an_urgent_write_does_not_wait_behind_the_queue(redis_url) -> None:
+    """While the writer's batch is held up (a BLPOP that waits for a push) and a write
+    queues behind it, an urgent write goes through at once in a pipeline of its own."""
+    redis = state.connect(redis_url, max_connections=4)
+    writer = BatchWriter(redis, max_queue=100, max_batch=500)
+    writer.start()
+    try:
+
+        def held(pipe) -> int:
+            pipe.blpop(["urgent-test:release"], timeout=5)
+            return 1
+
+        holding = asyncio.ensure_future(writer.submit(held))
+        queued = asyncio.ensure_future(writer.submit(xadd("urgent-test:queued", 1)))
+        await asyncio.sleep(0)  # both handed to the writer (no timing: one loop round)
+        reply = await asyncio.wait_for(
+            writer.submit(xadd("urgent-test:urgent", 2), urgent=True), timeout=4
+        )
+        assert reply[1] is True and writer.urgent_writes == 1
+        assert not holding.done() and not queued.done()
+        await redis.rpush("urgent-test:release", "go")
+        await asyncio.wait_for(asyncio.gather(holding, queued), timeout=5)
+        assert await redis.xlen("urgent-test:queued") == 1
+    finally:
+        await writer.close()
+        await redis.aclose()

@@ -56,6 +56,8 @@ logger = logging.getLogger("mcp_lab.relay")
 UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
+# How many messages waiting on the channel one round relays together at most.
+_DRAIN_MESSAGES = 100
 _NO_STREAM = "delivered=no (no open GET stream)"
 # Event loop rounds a fan-out yields for the GET streams' writers before its
 # bookkeeping (measured: enough for 1,000 sessions' notifications to reach the socket).
@@ -178,9 +180,24 @@ class Relay:
             if self._listened_before:
                 await self.reconcile()
             self._listened_before = True
-            async for message in pubsub.listen():
-                if message.get("type") == "message" and message.get("channel") == channel.encode():
-                    await self.handle(message["data"])
+            wanted = channel.encode()
+            while True:
+                # Everything that arrived meanwhile is relayed together: under a burst the
+                # updater's messages come faster than one fan-out each can go out.
+                first = await pubsub.get_message(timeout=None)
+                messages = [first] if first is not None else []
+                while len(messages) < _DRAIN_MESSAGES:
+                    more = await pubsub.get_message(timeout=0.0)
+                    if more is None:
+                        break
+                    messages.append(more)
+                payloads = [
+                    m["data"]
+                    for m in messages
+                    if m.get("type") == "message" and m.get("channel") == wanted
+                ]
+                if payloads:
+                    await self.handle_many(payloads)
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()
@@ -221,20 +238,46 @@ class Relay:
 
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
-        try:
-            messages = contract.parse_update_messages(payload, self._catalog)
-        except contract.BadMessage as exc:
-            self.messages_ignored += 1
-            logger.warning(
-                "[relay] ignored message: %s (payload=%s)",
-                logs.shorten(str(exc)),
-                logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
-            )
-            return
-        first = messages[0]
-        if first.kind == contract.LISTED_KIND:
-            await self._list_changed(first)
-            return
+        await self.handle_many([payload])
+
+    async def handle_many(self, payloads: list[bytes | str]) -> None:
+        """Relay payloads that arrived together, in one go: the updates of one URI
+        written with one fan-out (a ``listed`` message on its own, in its place).
+        Never raises for a bad payload: it is logged and skipped."""
+        updates: dict[str, list[tuple[Subscriber, contract.UpdateMessage]]] = {}
+        for payload in payloads:
+            try:
+                messages = contract.parse_update_messages(payload, self._catalog)
+            except contract.BadMessage as exc:
+                self.messages_ignored += 1
+                logger.warning(
+                    "[relay] ignored message: %s (payload=%s)",
+                    logs.shorten(str(exc)),
+                    logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
+                )
+                continue
+            first = messages[0]
+            if first.kind == contract.LISTED_KIND:
+                await self._notify_each(updates)  # the updates before it go first
+                updates = {}
+                await self._list_changed(first)
+                continue
+            targets = self._targets(messages)
+            if targets:
+                self.messages_relayed += 1
+                updates.setdefault(first.uri, []).extend(targets)
+        await self._notify_each(updates)
+
+    async def _notify_each(
+        self, updates: dict[str, list[tuple[Subscriber, contract.UpdateMessage]]]
+    ) -> None:
+        for uri, targets in updates.items():
+            await self._notify_all(uri, targets)
+
+    def _targets(
+        self, messages: list[contract.UpdateMessage]
+    ) -> list[tuple[Subscriber, contract.UpdateMessage]]:
+        """The subscribers here of one payload's updates, each with its update."""
         targets = [
             (target, message)
             for message in messages
@@ -242,6 +285,7 @@ class Relay:
             if not self._already_told(target, message)
         ]
         if not targets:
+            first = messages[0]
             if len(messages) == 1:
                 logger.info(
                     "[relay] no subscribed session here for uri=%s session=%s",
@@ -254,9 +298,7 @@ class Relay:
                     len(messages),
                     first.uri,
                 )
-            return
-        self.messages_relayed += 1
-        await self._notify_all(first.uri, targets)
+        return targets
 
     async def _list_changed(self, message: contract.UpdateMessage) -> None:
         """A scenario listed a new resource: ``list_changed`` to whoever hears it in

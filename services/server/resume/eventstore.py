@@ -335,7 +335,9 @@ async def store_events(
 
         writer = cast(RedisEventStore, events[calls[0][0][0]][0])._writer
         try:
-            replies = await writer.submit(add)
+            # A fan-out's notifications wait for these ids: not behind a burst's writes
+            # (the GET streams' own events; no queued write of theirs must come first).
+            replies = await writer.submit(add, urgent=True)
         except (RedisError, OSError, TimeoutError) as exc:
             # The writer fails a submit as a whole: none of its entries can be told kept.
             indexes = [i for chunk, _ in calls for i in chunk]
