@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from services.bridges.run import lab_faults
 from services.bridges.runner import DEFAULT_SCENARIOS, run_bridge
 from services.bridges.specs import BRIDGES, HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
 from services.bridges.verdict import DROPPED, NOT_APPLICABLE, NOT_REACHED, PASSED, STEPS, Row
@@ -201,3 +202,27 @@ async def test_a_bridge_that_drops_notifications_is_caught(tmp_path, monkeypatch
     client_wire = (folder / "wire-client.jsonl").read_text()
     assert "notifications/resources/updated" in lab_wire
     assert "notifications/resources/updated" not in client_wire
+
+
+def test_a_fault_of_the_lab_is_not_put_on_the_bridge() -> None:
+    """A relay that failed mid-run (code changed under a running matrix: the lab's
+    processes import the tree as it is when each starts) loses the list_changed it was
+    sending; the row says so first, from the lab's log or the bridge's output (where
+    the bridge runs the lab's stdio server)."""
+    lines = [
+        "18:26:47.972 INFO    [resources/subscribe] uri=test://review/status session=s",
+        "18:26:48.974 ERROR   [relay] unexpected error; restarting in 0.2s",
+        "Traceback (most recent call last):",
+        '  File "/work/services/server/relay.py", line 211, in handle',
+        "    message = contract.parse_update_message(payload, self._catalog)",
+        "AttributeError: module 'services.contract' has no attribute 'parse_update_message'",
+        "18:26:49.178 INFO    [relay] subscribed channel=mcp:resources:updated",
+    ]
+    assert lab_faults(lines) == [
+        "[relay] unexpected error (AttributeError: module 'services.contract' has no "
+        "attribute 'parse_update_message')"
+    ]
+    assert lab_faults([f"[supergateway] {line}" for line in lines])[0].startswith(
+        "[relay] unexpected error (AttributeError: "
+    )
+    assert lab_faults(lines[:1] + lines[-1:]) == []

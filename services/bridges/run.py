@@ -48,9 +48,23 @@ _LISTEN_SECONDS = 30.0  # a bridge serving HTTP or SSE listens on its port withi
 _POLL_SECONDS = 0.05
 _SLACK_SECONDS = 30.0  # the whole flow may take this long beyond its notifications
 _LAB_SERVER = [sys.executable, "-m", "services", "server", "--transport", "stdio"]
-_TAP = [sys.executable, "-m", "services.bridges.stdio_tap"]
-# The lab's environment its stdio server needs (the rest is the bridge's own).
-_LAB_KEYS = re.compile(r"^(REDIS_URL|MCP_TEST_\w+|PYTHONUNBUFFERED)$")
+# The taps run this runner's own code, wherever the bridge starts them (its cwd and
+# environment are the bridge's, and an editable install elsewhere would win).
+_SOURCE = str(Path(__file__).resolve().parents[2])
+_TAP = [
+    sys.executable,
+    "-c",
+    f"import sys; sys.path.insert(0, {_SOURCE!r}); "
+    "from services.bridges.stdio_tap import main; sys.exit(main())",
+]
+# The lab's environment its stdio server needs (the rest is the bridge's own);
+# PYTHONPATH: it runs the code the lab's other processes run.
+_LAB_KEYS = re.compile(r"^(REDIS_URL|MCP_TEST_\w+|PYTHONUNBUFFERED|PYTHONPATH)$")
+# A loop of the lab's own (relay, updater) that failed and restarted: what it was
+# doing is lost (a list_changed the relay was sending is not sent again).
+_LAB_FAULT = re.compile(r"\[(relay|updater)\] unexpected error")
+_EXCEPTION = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<raised>[\w.]*(?:Error|Exception): .*)$")
+_TRACEBACK_LINES = 60  # where its exception is looked for after the fault's line
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,9 @@ class Outcome:
     lab_wire: list[WireMessage] = field(default_factory=list)
     bridge_output: list[str] = field(default_factory=list)
     cut: Cut | None = None
+    # The lab's own faults during the run (a relay or updater loop that failed and
+    # restarted), each with its exception: marks after one may be the lab's doing.
+    lab_faults: list[str] = field(default_factory=list)
     failure: str | None = None  # the runner could not make the run (a bridge that never listened)
     folder: Path | None = None
 
@@ -188,6 +205,9 @@ async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: Run
                 outcome.failure = str(exc)
             outcome.events, outcome.report = await lab.evidence()
             _keep(lab, outcome)
+            outcome.lab_faults = lab_faults(
+                [*lab.server.lines, *lab.updater.lines, *outcome.bridge_output]
+            )
     except TimeoutError as exc:  # the lab did not start
         outcome.failure = f"the lab did not start: {exc}"
     except Exception as exc:  # the runner's own fault: this row says so, the others stand
@@ -269,6 +289,21 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Lab
     )
     if errlog is not None:
         outcome.bridge_output = (folder / "bridge.log").read_text().splitlines()
+
+
+def lab_faults(lines: list[str]) -> list[str]:
+    """Each fault of the lab's own loops in ``lines`` (the lab's logs, and the bridge's
+    output where the bridge runs the lab's stdio server), with the exception after it."""
+    faults = []
+    for at, line in enumerate(lines):
+        found = _LAB_FAULT.search(line)
+        if found is None:
+            continue
+        traceback = lines[at + 1 : at + 1 + _TRACEBACK_LINES]
+        raised = (_EXCEPTION.search(t.strip()) for t in traceback)
+        exception = next((m.group("raised") for m in raised if m), None)
+        faults.append(f"{found.group(0)} ({exception[:300]})" if exception else found.group(0))
+    return faults
 
 
 def _path(invocation: Invocation) -> str:

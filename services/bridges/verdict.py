@@ -14,6 +14,10 @@ builder) and the two wires:
 - ``rewritten`` (initialize only): it went through, but the client was told other
   resource capabilities than the lab advertised;
 - ``-``: the step is not part of this scenario or direction.
+
+A run in which a loop of the lab's own failed (its relay or updater restarted after
+an unexpected error: a list_changed it was sending is lost) says so first in the
+row's notes: what went missing then is the lab's doing, not the bridge's.
 """
 
 from __future__ import annotations
@@ -398,4 +402,11 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     if row.lab_sessions > 1:
         row.notes.append(f"the bridge opened {row.lab_sessions} sessions at the lab")
     _wires(sides, row)
+    for run in (r for r in (outcome, resume) if r is not None):
+        for fault in run.lab_faults:
+            row.notes.insert(
+                0,
+                f"the lab failed during the {run.plan.label} run, not the bridge: {fault}; "
+                "a mark after it may be the lab's doing",
+            )
     return row
