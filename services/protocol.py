@@ -28,3 +28,23 @@ STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
 SESSION_END = "session/end"  # the server ended it (idle, replica gone)
 SESSION_DELETE = "session/delete"  # the client ended it (HTTP DELETE)
 LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resources ended
+
+# Requests whose handling in the lab sends the client nothing before their answer
+# (no progress, log, sampling or elicitation; a subscribe's notification goes out
+# later, on the session's GET stream). With ``MCP_TEST_POST_RESPONSES=auto`` a POST
+# of one of these is answered with one ``application/json`` body: an SSE stream
+# would carry its answer and nothing else (docs/performance.md, "Fast path per
+# request"). Any other request (tools/call, an unknown method) keeps its stream.
+ANSWERED_AS_JSON = frozenset(
+    {
+        "initialize",
+        "ping",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "tools/list",
+        "prompts/list",
+    }
+)
