@@ -24,15 +24,18 @@ logger = logging.getLogger("mcp_lab")
 _protocol = logging.getLogger("mcp_lab.protocol")
 
 
-def event(tag: str, detail: str, peer: Peer, extra: str = "") -> None:
-    """Log one protocol event of ``peer``; ``extra`` fields go after the client.
+def event(tag: str, detail: str, peer: Peer, extra: str = "", level: int = logging.INFO) -> None:
+    """Log one protocol event of ``peer`` (at ``level``); ``extra`` fields go after the client.
 
     Every part may hold what a client chose (its clientInfo, a URI): each is cut
     and escaped (services/untrusted.py), so the event is always one line and no
     value in it can pass for another line or a terminal escape."""
+    if not _protocol.isEnabledFor(level):
+        return
     limit = untrusted.LOG_PART_CHARS
     tail = f" {untrusted.shown(extra, limit)}" if extra else ""
-    _protocol.info(
+    _protocol.log(
+        level,
         "[%s] %s session=%s client=%s%s",
         tag,
         untrusted.shown(detail, limit),

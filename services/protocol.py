@@ -28,3 +28,25 @@ STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
 SESSION_END = "session/end"  # the server ended it (idle, replica gone)
 SESSION_DELETE = "session/delete"  # the client ended it (HTTP DELETE)
 LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resources ended
+
+# Requests whose handling in the lab sends the client nothing before their answer
+# (no progress, log, sampling or elicitation). With ``MCP_TEST_POST_RESPONSES=auto``
+# a POST of one of these is answered with one ``application/json`` body: an SSE
+# stream would carry its answer and nothing else (docs/performance.md, "Fast path
+# per request"). Any other request keeps its stream: tools/call (progress, logs,
+# sampling, elicitation), an unknown method, and resources/subscribe, whose answer
+# waits for its Redis writes (in a burst, for its turn in the batch writer): a
+# 2025-11-25 client cut off meanwhile resumes that stream from its priming event
+# and still gets the answer (tests/test_resume.py, the TypeScript SDK cut off).
+ANSWERED_AS_JSON = frozenset(
+    {
+        "initialize",
+        "ping",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/unsubscribe",
+        "tools/list",
+        "prompts/list",
+    }
+)

@@ -354,11 +354,14 @@ class LabSettings(BaseSettings):
         validation_alias=AliasChoices("REDIS_URL", "MCP_TEST_REDIS_URL"),
         description="Redis the lab uses (REDIS_URL).",
     )
-    post_responses: Literal["sse", "json"] = Field(
-        "sse",
+    post_responses: Literal["auto", "sse", "json"] = Field(
+        "auto",
         description=(
-            "How the server answers a POST on Streamable HTTP: an SSE stream (primed and "
-            "resumable for 2025-11-25 clients) or one JSON body (no stream, no resume record)."
+            "How the server answers a POST on Streamable HTTP: auto (one JSON body for a "
+            "request whose handling sends the client nothing before its answer, when the "
+            "client accepts application/json; an SSE stream for the others), sse (every "
+            "POST a stream, primed and resumable for 2025-11-25 clients) or json (every "
+            "POST one JSON body: no stream, no resume record)."
         ),
     )
 

@@ -231,7 +231,8 @@ async def test_a_dashboard_report_reads_a_bounded_window(inproc) -> None:
 async def test_a_guessed_event_id_replays_nothing(inproc, redis_client) -> None:
     """Event ids a client resumes with are not stream entry ids (``<ms>-<seq>``, guessed
     in a few tries): whoever knows a session id still cannot replay what it was sent."""
-    server, url = await inproc.server()
+    # POST responses as streams, so that they are kept (by default a read is one JSON body).
+    server, url = await inproc.server(post_responses="sse")
     victim = RawSession(url, "victim")
     try:
         await victim.initialize()

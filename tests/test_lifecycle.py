@@ -110,7 +110,9 @@ async def test_sessions_past_the_cap_get_503_and_earlier_ones_keep_working(lab) 
 async def test_abandoned_sessions_are_closed_after_the_idle_time(
     lab, redis_client: redis.Redis
 ) -> None:
-    server, url = await lab.aserver(session_idle_seconds="1.5")
+    # POST responses as streams, so that a session without a GET stream has resume
+    # events to clean up too (by default its answers are JSON bodies, never kept).
+    server, url = await lab.aserver(session_idle_seconds="1.5", post_responses="sse")
     listening = await open_session(url, "keeps-a-get-stream", subscribe=True)
     async with open_get_stream(url, listening.session_id or "") as _stream:
         abandoned = await open_session(url, "walks-away", subscribe=True)

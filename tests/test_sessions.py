@@ -34,3 +34,15 @@ def test_unsubscribe_and_session_end_remove_the_session() -> None:
     assert registry.unsubscribe("a", URI) is False
     assert registry.drop("b") == {URI}
     assert registry.subscribers(URI) == []
+
+
+def test_a_read_repeats_only_the_version_its_session_read_last() -> None:
+    registry = SessionRegistry()
+    assert not registry.repeated_read("a", URI, 1)
+    assert registry.repeated_read("a", URI, 1)
+    assert not registry.repeated_read("b", URI, 1)  # another session
+    assert not registry.repeated_read("a", "test://other", 1)  # another URI
+    assert not registry.repeated_read("a", URI, 2)  # a new version
+    assert registry.repeated_read("a", URI, 2)
+    registry.forget("a")
+    assert not registry.repeated_read("a", URI, 2)  # an ended session is forgotten

@@ -249,24 +249,32 @@ async def full_raw_flow(raw: RawClient) -> GetStream:
         return stream
 
 
+# POST responses as streams (MCP_TEST_POST_RESPONSES=sse): by default (auto) the
+# requests of this flow are answered with JSON bodies, which have no events at all.
+@pytest.mark.parametrize("posts", ["sse", "auto"])
 @pytest.mark.parametrize(
     "version_header",
     ["", None, "2025-11-25"],
     ids=["header", "no-header", "header-newer-than-negotiated"],
 )
-async def test_a_2025_06_18_client_never_gets_an_event_without_data(lab, version_header) -> None:
-    server, url = await lab.aserver(update_delay_seconds=DELAY)
+async def test_a_2025_06_18_client_never_gets_an_event_without_data(
+    lab, version_header, posts
+) -> None:
+    server, url = await lab.aserver(update_delay_seconds=DELAY, post_responses=posts)
     await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "old-sse", "2025-06-18", version_header=version_header) as raw:
         stream = await full_raw_flow(raw)
-    assert len(raw.post_events) >= 5
+    assert len(raw.post_events) >= 5 if posts == "sse" else raw.post_events == []
     assert all(e.data for e in raw.post_events), raw.post_events
     assert stream.seen and all(e.data for e in stream.seen), stream.seen
     await server.await_line(r"\[stream/open\] GET .*client=old-sse/0\.1")
 
 
 async def test_a_2025_11_25_client_still_gets_priming_events(lab) -> None:
-    server, url = await lab.aserver(update_delay_seconds=DELAY, retry_ms="1500")
+    # Priming events on POST responses: only where they are streams.
+    server, url = await lab.aserver(
+        update_delay_seconds=DELAY, retry_ms="1500", post_responses="sse"
+    )
     await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "new-sse", "2025-11-25") as raw:
         stream = await full_raw_flow(raw)
@@ -307,7 +315,8 @@ def test_typescript_sdk_at_2025_06_18_runs_the_flow_against_the_default_lab(
 async def test_a_get_resuming_a_post_stream_does_not_make_a_notification_delivered(
     lab, redis_url
 ) -> None:
-    server, url = await lab.aserver(update_delay_seconds=DELAY)
+    # An initialize answered as a stream (by default, auto, it is one JSON body).
+    server, url = await lab.aserver(update_delay_seconds=DELAY, post_responses="sse")
     await lab.aupdater(update_delay_seconds=DELAY)
     async with RawClient(url, "post-resumer", "2025-11-25") as raw:
         await raw.initialize()

@@ -20,7 +20,7 @@ from fastmcp.server.lifespan import lifespan
 from redis.exceptions import RedisError
 from starlette.routing import Mount
 
-from services import contract, state
+from services import contract, protocol, state
 from services.catalog import SERVER_INSTRUCTIONS, Catalog
 from services.evidence import trim
 from services.evidence.recorder import Recorder
@@ -224,6 +224,8 @@ def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fro
         # Last, so /mcp and the dashboard routes match first. Its lifespan is not
         # run by Starlette; FastMCP's own lifespan (the relay) runs once, above.
         app.router.routes.append(Mount("/", app=sse))
+    if settings.post_responses == "auto":
+        mcp_adapter.answer_posts_as_json(app, protocol.ANSWERED_AS_JSON.__contains__)
     get_stream: GetStream = plain(app)
     if settings.resumable:
         mcp_adapter.bind_session_event_stores(app, lab.event_store, lab.protocol_of)

@@ -127,7 +127,12 @@ class Handlers:
             peer = lab.peer(ctx)
             version, text = await lab.read(peer, spec.uri)
             annotate(version=version)
-            event("resources/read", f"uri={spec.uri} version={version}", peer)
+            event(
+                "resources/read",
+                f"uri={spec.uri} version={version}",
+                peer,
+                level=lab.read_level(peer, spec.uri, version),
+            )
             return text
 
         return read
@@ -141,7 +146,12 @@ class Handlers:
             peer = lab.peer(ctx)
             version, text = await lab.read(peer, uri)
             annotate(version=version)
-            event("resources/read", f"uri={uri} version={version}", peer)
+            event(
+                "resources/read",
+                f"uri={uri} version={version}",
+                peer,
+                level=lab.read_level(peer, uri, version),
+            )
             return text
 
         return read

@@ -91,6 +91,14 @@ class Lab:
     # Redis clean-ups of ended sessions still running (see clean_up_later).
     cleanups: set[asyncio.Task[None]] = field(default_factory=set)
 
+    def read_level(self, peer: Peer, uri: str, version: int) -> int:
+        """The level of a read's ``[resources/read]`` line: INFO for a session's first
+        read of ``uri`` at ``version``, DEBUG for a repeat of it (the lines that tell a
+        run, version 1 and the re-read of version 2, stay; a client reading in a loop
+        does not fill the log). Every read keeps its evidence record either way."""
+        repeat = self.registry.repeated_read(peer.session, uri, version)
+        return logging.DEBUG if repeat else logging.INFO
+
     def peer(self, ctx: Context, init: Any = None) -> Peer:
         """The peer behind a FastMCP handler's context (``init``: the params of
         the ``initialize`` being handled, if it is one)."""

@@ -42,6 +42,11 @@ class Subscriber:
         self.key = self.key or self.peer.session
 
 
+# Bounds of what SessionRegistry.repeated_read notes (sessions; URIs per session).
+_READS_SESSIONS = 20_000
+_READS_URIS = 32
+
+
 class SessionRegistry:
     """Subscribers, known peers and open GET streams of this process."""
 
@@ -52,6 +57,25 @@ class SessionRegistry:
         # Who hears notifications/resources/list_changed: every legacy session that
         # initialized here, every listen stream that asked for it (by key).
         self._list_listeners: dict[str, Subscriber] = {}
+        # Per session, the version of each URI it last read (see repeated_read).
+        self._reads: dict[str, dict[str, int]] = {}
+
+    def repeated_read(self, session: str, uri: str, version: int) -> bool:
+        """Whether ``session`` reads ``uri`` at the version it read last (its read
+        log line then goes to DEBUG: docs/architecture.md, "Log format"). Bounded:
+        past :data:`_READS_SESSIONS` sessions or :data:`_READS_URIS` URIs of one
+        session, what was noted is forgotten (a read then counts as new)."""
+        seen = self._reads.get(session)
+        if seen is None:
+            if len(self._reads) >= _READS_SESSIONS:
+                self._reads.clear()
+            seen = self._reads[session] = {}
+        if seen.get(uri) == version:
+            return True
+        if len(seen) >= _READS_URIS:
+            seen.clear()
+        seen[uri] = version
+        return False
 
     def remember(self, peer: Peer) -> None:
         """Note a session that initialized here, subscribed or not."""
@@ -61,6 +85,7 @@ class SessionRegistry:
         """Drop an ended session from the known peers (and its list listener)."""
         self._peers.pop(session, None)
         self._list_listeners.pop(session, None)
+        self._reads.pop(session, None)
 
     def listen_for_list(self, listener: Subscriber) -> None:
         """``listener`` hears ``list_changed`` from now on (until forgotten or dropped)."""

@@ -168,9 +168,15 @@ class RedisEventStore(EventStore):
         self._max_events = max_events
         self._ttl = ttl_seconds
         self._on_replayed = on_replayed
+        # Streams whose events are not kept: requests being answered with one JSON
+        # body (mcp_adapter.answer_posts_as_json), which no client can resume.
+        self.unkept_streams: set[str] = set()
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed."""
+        """Keep one event; its id, or ``""`` (no id, not replayable) if Redis failed
+        or the stream is one of :attr:`unkept_streams`."""
+        if stream_id in self.unkept_streams:
+            return ""
         key = contract.resume_key(self._session)
         data = encode(message)
         if len(data) > MAX_EVENT_BYTES:
