@@ -324,6 +324,7 @@ class RawSession:
         self.session_id: str | None = None
         self._http = inproc.http_client(url) or httpx2.AsyncClient(timeout=10)
         self._next_id = 0
+        self.last_response = ""
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -346,6 +347,8 @@ class RawSession:
         if "mcp-session-id" in response.headers:
             self.session_id = response.headers["mcp-session-id"]
         text = response.text
+        # What came, for a failing assertion to show.
+        self.last_response = f"{response.headers.get('content-type')}: {text[:300]!r}"
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
             text = next((d for d in data if d), "")
@@ -357,7 +360,7 @@ class RawSession:
         if params is not None:
             body["params"] = params
         status, reply = await self.post(body)
-        assert status == 200 and reply is not None, (status, reply)
+        assert status == 200 and reply is not None, (status, reply, self.last_response)
         return reply
 
     async def initialize(self) -> dict:

@@ -9,19 +9,17 @@ and ``:generateContent``). What to answer is :class:`~services.clients.model.Scr
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from services.clients import embedded
 from services.clients.apis import (
     anthropic_events,
     anthropic_message,
@@ -130,24 +128,6 @@ def build_app(model: ScriptedModel) -> Starlette:
 
 @asynccontextmanager
 async def serve(model: ScriptedModel) -> AsyncIterator[str]:
-    """Serve ``model`` on a free loopback port for the duration; yields its base URL.
-
-    The socket is bound before the server starts, so a client that connects at
-    once waits in the backlog instead of being refused.
-    """
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(build_app(model), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        try:
-            await asyncio.wait_for(task, 10)
-        except TimeoutError:
-            task.cancel()
-        sock.close()
+    """Serve ``model`` on a free loopback port for the duration; yields its base URL."""
+    async with embedded.serve(build_app(model)) as url:
+        yield url

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -27,13 +26,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import httpx2
-import uvicorn
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from services.clients import embedded
 from services.clients.model import versions_in
 
 logger = logging.getLogger("mcp_lab.wire")
@@ -314,27 +313,13 @@ class WireTap:
     @asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
         """Serve the tap on a free loopback port for the duration; yields its base URL."""
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        port = sock.getsockname()[1]
         methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"]
         app = Starlette(routes=[Route("/{path:path}", self._forward, methods=methods)])
         timeout = httpx2.Timeout(10.0, read=None)  # a GET stream is quiet for long
         async with httpx2.AsyncClient(timeout=timeout) as client:
             app.state.client = client
-            config = uvicorn.Config(app, log_level="warning", lifespan="off")
-            server = uvicorn.Server(config)
-            task = asyncio.create_task(server.serve(sockets=[sock]))
-            try:
-                yield f"http://127.0.0.1:{port}"
-            finally:
-                server.should_exit = True
-                try:
-                    await asyncio.wait_for(task, 10)
-                except TimeoutError:
-                    task.cancel()
-                sock.close()
+            async with embedded.serve(app) as url:
+                yield url
 
 
 def to_jsonl(messages: Iterable[WireMessage]) -> str:
