@@ -131,7 +131,7 @@ def open_for_writing(where: Path) -> sqlite3.Connection:
     except BaseException:
         db.close()
         raise
-    db.isolation_level = ""  # back to transactions the sqlite3 module opens itself
+    db.isolation_level = "DEFERRED"  # back to transactions the sqlite3 module opens
     return db
 
 
