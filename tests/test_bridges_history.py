@@ -218,3 +218,13 @@ def main_exit(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_code:
         main(argv)
     assert exit_code.value.code == 0
+
+
+def test_a_history_that_cannot_be_written_is_said_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(clients_history.HISTORY_ENV, str(tmp_path))  # a directory, not a file
+    bridges_run(monkeypatch, [row("0.16.0", True)])
+    said = capsys.readouterr()
+    assert json.loads(said.out)["bridges"][0]["version"] == "0.16.0"
+    assert "mcp-lab bridges: the history could not be written:" in said.err

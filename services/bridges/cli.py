@@ -8,13 +8,8 @@ import json
 import math
 import sqlite3
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from services.bridges.specs import BRIDGES, direction, known, parse_versions
-
-if TYPE_CHECKING:
-    from services.bridges.verdict import Row
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +100,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from services.bridges import matrix, runner
+    from services.bridges import history, matrix, runner
     from services.bridges.install import cache_dir
     from services.scenarios import registry
 
@@ -137,7 +132,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     )
-    kept = _keep(rows)
+    kept = history.keep(rows, "mcp-lab bridges")
     if args.format == "json":
         print(matrix.to_json(rows))
     elif args.format == "markdown":
@@ -148,18 +143,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if kept is not None:
         progress(f"kept in the history: {kept} (mcp-lab bridges history)")
     return 0
-
-
-def _keep(rows: list[Row]) -> Path | None:
-    """Keep ``rows`` in the history; a history that cannot be written is said, and the
-    command goes on (its rows are printed all the same)."""
-    from services.bridges import history
-
-    try:
-        return history.record(rows)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"mcp-lab bridges: the history could not be written: {exc}", file=sys.stderr)
-        return None
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

@@ -13,6 +13,8 @@ matrix (``/api/matrix``) carries each cell's latest marks with the history behin
 from __future__ import annotations
 
 import json
+import sqlite3
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
@@ -60,6 +62,16 @@ def record(rows: Iterable[Row], *, path: Path | None = None, when: str | None = 
         marks = ", ".join("?" * len(_COLUMNS.split(", ")))
         db.executemany(f"INSERT INTO bridge_verdicts ({_COLUMNS}) VALUES ({marks})", values)
     return where
+
+
+def keep(rows: list[Row], who: str) -> Path | None:
+    """Keep ``rows`` in the history; a history that cannot be written is said (by
+    ``who``), and the command goes on (its rows are printed all the same)."""
+    try:
+        return record(rows)
+    except (sqlite3.Error, OSError) as exc:
+        print(f"{who}: the history could not be written: {exc}", file=sys.stderr)
+        return None
 
 
 @dataclass
