@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -144,8 +145,6 @@ def select(where: Path, query: str, args: tuple[str, ...] = ()) -> list[tuple[ob
     is no file, or no such table in it yet (a file of an older schema)."""
     if not where.exists():
         return []
-    from contextlib import closing
-
     with closing(open_for_reading(where)) as db:
         try:
             return db.execute(query, args).fetchall()
