@@ -153,6 +153,7 @@ def test_a_runner_failure_is_kept_and_is_no_change(tmp_path: Path) -> None:
     assert "0.17.0      lab" in table and "runner failed (install failed: no network)" in table
 
 
+@pytest.mark.process
 def test_the_history_command_as_a_process(kept: Path) -> None:
     history.record([row("0.15.1", False)], path=kept, when="2026-12-01T10:00:00Z")
     history.record([row("0.16.0", True)], path=kept, when="2026-12-02T10:00:00Z")
