@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Run ``mcp-lab bridges run`` (every bridge, direction and default scenario) and write
-its matrix, and how each bridge was started, into docs/bridges.md.
+its matrix, and how each bridge was started, into docs/bridges.md; its rows are kept in
+the matrix history (``mcp-lab bridges history``), as those of any ``bridges run``.
 
 The part of the doc between the ``bridges-table`` markers is replaced: the date, the
 machine, the run's wall time, a table of how each bridge is started in each direction,
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services.bridges import matrix, runner  # noqa: E402
+from services.bridges import history, matrix, runner  # noqa: E402
 from services.bridges.specs import BRIDGES  # noqa: E402
 
 START = "<!-- bridges-table:start -->"
@@ -54,6 +55,7 @@ def main() -> int:
         )
     )  # fmt: skip
     seconds = time.monotonic() - started
+    kept = history.keep(rows, "bridges_table")  # a bridges run like any other
     if args.json is not None:
         args.json.write_text(matrix.to_json(rows) + "\n")
     day = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -74,6 +76,8 @@ def main() -> int:
         return 2
     args.doc.write_text(head + block + tail)
     print(f"wrote {args.doc} ({len(rows)} rows, {seconds:.0f} s)", file=sys.stderr)
+    if kept is not None:
+        print(f"kept in the history: {kept} (mcp-lab bridges history)", file=sys.stderr)
     return 1 if any(r.failure for r in rows) else 0
 
 

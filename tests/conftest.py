@@ -84,9 +84,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _history_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """``mcp-lab clients run`` keeps every row in the user's history
-    (services/clients/history.py): the rows of the tests' runs, and of the commands they
-    start, go to a file of the test run's own instead."""
+    """``mcp-lab clients run`` and ``mcp-lab bridges run`` keep every row in the user's
+    history (services/history_store.py): the rows of the tests' runs, and of the commands
+    they start (their environment has ``MCP_LAB_HISTORY``), go to a file of the test
+    run's own instead."""
     kept = tmp_path_factory.mktemp("history") / "history.sqlite3"
     os.environ["MCP_LAB_HISTORY"] = str(kept)
 

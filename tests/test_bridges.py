@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from services.bridges import history as bridges_history
 from services.bridges.run import lab_faults
 from services.bridges.runner import DEFAULT_SCENARIOS, run_bridge
 from services.bridges.specs import BRIDGES, HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
@@ -106,6 +107,17 @@ def test_every_bridge_has_a_row_in_every_direction_and_scenario(npm) -> None:
                 assert row["version"] == spec.version
     assert {(b, d) for b, d, _ in rows} == set(EXPECTED), "a bridge's direction is not expected"
     assert len({b for b, _, _ in rows}) >= 5
+
+
+def test_the_run_is_kept_in_the_history(npm) -> None:
+    """``bridges run`` keeps every row in the history (here the test run's own file,
+    tests/conftest.py), each step's mark as the matrix printed it."""
+    rows = matrix()  # the module's one run, made now if no test made it before
+    kept = {(e.bridge, e.direction, e.scenario): e for e in bridges_history.read()}
+    for key, row in rows.items():
+        assert kept[key].version == row["version"]
+        assert {step: cell["mark"] for step, cell in kept[key].steps.items()} == row["marks"]
+        assert kept[key].runs == row["runs"]
 
 
 @pytest.mark.parametrize(("bridge", "way", "scenario"), CASES)

@@ -457,6 +457,47 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
         "2026-12-01 10:00 · 2.13.0 · level 5 notified · changed: "
         "2.13.0: level 3 -> 5; subscribed: no -> yes"
     )
+    expect(page.locator("#no-bridges")).to_be_visible()  # no bridges run kept
     page.locator("#view-run").click()
     expect(page.locator("#run-view")).to_be_visible()
+    assert errors == []
+
+
+def test_the_matrix_view_shows_the_bridges_latest_marks_and_their_history(
+    stub_lab, page, errors, tmp_path
+):
+    from services.bridges import history
+    from services.bridges.verdict import Cell, Row
+
+    def row(version: str, through: bool) -> Row:
+        made = Row("supergateway", version, "stdio->HTTP", "single", lab_level=5)
+        made.steps = {"subscribe": Cell("passed"), "list_changed": Cell("-")}
+        made.steps["notified"] = Cell("passed", "", "1/1") if through else Cell(
+            "dropped", "the lab delivered 1 to the bridge", "0/1"
+        )  # fmt: skip
+        return made
+
+    kept = tmp_path / "history.sqlite3"
+    history.record([row("4.0.0", False)], path=kept, when="2026-11-01T10:00:00Z")
+    history.record([row("4.1.0", True)], path=kept, when="2026-12-01T10:00:00Z")
+    stub, base_url = stub_lab
+    bridges = history.matrix(kept)
+    stub.matrix = {"scenarios": [], "clients": [], "bridges": bridges["bridges"],
+                   "bridge_steps": bridges["steps"]}  # fmt: skip
+
+    page.goto(f"{base_url}/#matrix")
+    expect(page.locator("#bridges-head th")).to_have_text(["Bridge", "Direction", "single"])
+    cell = page.locator(
+        '#bridges-rows tr[data-bridge="supergateway"][data-direction="stdio->HTTP"] '
+        'td[data-scenario="single"]'
+    )
+    expect(cell.locator(".setup")).to_have_text("4.1.0 · 2026-12-01")
+    expect(cell.locator(".marks li")).to_have_text(["subscribe at lab passed", "notified passed"])
+    expect(cell.locator('.marks li[data-step="notified"]')).to_have_attribute("data-mark", "passed")
+    expect(cell.locator("summary")).to_have_text("history: 2 verdict(s), 1 change(s)")
+    cell.locator("summary").click()
+    expect(cell.locator("li.changed")).to_have_text(
+        "2026-12-01 10:00 · 4.1.0 · changed: 4.1.0: notified passed 1/1 (was dropped 0/1)"
+    )
+    expect(page.locator("#no-bridges")).to_be_hidden()
     assert errors == []

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from services.bridges import history as bridges_history
+from services.bridges.verdict import DROPPED, PASSED
+from services.bridges.verdict import Cell as BridgeCell
+from services.bridges.verdict import Row as BridgeRow
 from services.clients import history
 from services.clients.matrix import Check, Row
 from tests.lab import STATUS_URI, connect
@@ -98,7 +102,12 @@ async def test_the_matrix_is_the_history_of_clients_runs(
     _, url = await inproc.server()
     base = url.removesuffix("/mcp")
     empty = await aget(f"{base}/api/matrix")
-    assert empty.status_code == 200 and empty.json() == {"scenarios": [], "clients": []}
+    assert empty.status_code == 200
+    assert {k: v for k, v in empty.json().items() if k != "bridge_steps"} == {
+        "scenarios": [],
+        "clients": [],
+        "bridges": [],
+    }
 
     for version, level in (("1.0.0", 3), ("1.1.0", 6)):
         row = Row("opencode", version, "single", "tool", level=level, server_level=level)
@@ -114,3 +123,18 @@ async def test_the_matrix_is_the_history_of_clients_runs(
         "1.1.0",
     )
     assert [c["text"] for c in cell["changes"]] == ["1.1.0: level 3 -> 6; re_read: no -> yes"]
+
+    # The bridges' rows are in the same file and the same answer.
+    gateway = BridgeRow("supergateway", "4.0.0", "stdio->HTTP", "single", lab_level=5)
+    gateway.steps = {"subscribe": BridgeCell(PASSED), "notified": BridgeCell(DROPPED, "", "0/1")}
+    bridges_history.record([gateway], path=kept)
+    data = (await aget(f"{base}/api/matrix")).json()
+    assert len(data["clients"]) == 1 and data["bridge_steps"]["subscribe"] == "subscribe at lab"
+    (bridge,) = data["bridges"]
+    (cell,) = bridge["cells"]
+    assert (bridge["bridge"], cell["direction"], cell["scenario"]) == (
+        "supergateway",
+        "stdio->HTTP",
+        "single",
+    )
+    assert cell["latest"]["marks"] == {"subscribe": PASSED, "notified": DROPPED}

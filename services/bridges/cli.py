@@ -1,4 +1,4 @@
-"""The ``mcp-lab bridges`` subcommands (``list`` and ``run``)."""
+"""The ``mcp-lab bridges`` subcommands (``list``, ``run`` and ``history``)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import math
+import sqlite3
 import sys
 
 from services.bridges.specs import BRIDGES, direction, known, parse_versions
@@ -59,6 +60,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
+    shown = actions.add_parser(
+        "history",
+        help="every bridges run kept: per bridge, direction and scenario, the marks over "
+        "versions and dates, each change marked",
+    )
+    shown.add_argument("--bridge", default=None, metavar="NAME", help="this bridge only")
+    shown.add_argument("--scenario", default=None, metavar="NAME", help="this scenario only")
+    shown.add_argument(
+        "--format", choices=["table", "json"], default="table",
+        help="table: per bridge, direction and scenario, one line per version (default); "
+        "json: each cell's latest marks, entries and changes",
+    )  # fmt: skip
+    shown.set_defaults(func=_cmd_history)
+
 
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
@@ -85,7 +100,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from services.bridges import matrix, runner
+    from services.bridges import history, matrix, runner
     from services.bridges.install import cache_dir
     from services.scenarios import registry
 
@@ -117,6 +132,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     )
+    kept = history.keep(rows, "mcp-lab bridges")
     if args.format == "json":
         print(matrix.to_json(rows))
     elif args.format == "markdown":
@@ -124,4 +140,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print(matrix.to_table(rows))
     progress(f"each run's files: {cache_dir() / 'runs'}")
+    if kept is not None:
+        progress(f"kept in the history: {kept} (mcp-lab bridges history)")
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from services.bridges import history
+    from services.history_store import history_path
+
+    where = history_path()
+    try:
+        entries = history.read(where, args.bridge)
+    except (sqlite3.Error, OSError) as exc:
+        print(f"mcp-lab: the history in {where} could not be read: {exc}", file=sys.stderr)
+        return 1
+    if args.scenario is not None:
+        entries = [e for e in entries if e.scenario == args.scenario]
+    found = history.cells(entries)
+    if args.format == "json":
+        print(json.dumps(history.to_json(found, where), indent=2))
+    elif not found and (args.bridge or args.scenario):
+        asked = (("bridge", args.bridge), ("scenario", args.scenario))
+        wanted = " and ".join(f"{k} {v}" for k, v in asked if v)
+        print(f"nothing kept for {wanted} in {where}")
+    else:
+        print(history.to_table(found, where))
     return 0

@@ -14,79 +14,39 @@ in the lab's data directory (``$XDG_DATA_HOME/mcp-lab``, default
 Redis: a clients run starts labs of its own and needs no running one, a sweep takes
 hours and its rows must survive any lab's reset or Redis's ``maxmemory``, and a file
 is what a user copies, backs up or deletes. SQLite takes concurrent writers (a run and
-a sweep at once) by locking the file; readers (the dashboard) open it read-only.
+a sweep at once) by locking the file; readers (the dashboard) open it read-only. The
+file, its schema and its upgrades are :mod:`services.history_store`'s; the bridges'
+rows are in the same file (:mod:`services.bridges.history`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from services.clients.matrix import CHECKLIST, Row, level_name
 from services.clients.versions import version_key
+from services.history_store import (  # noqa: F401  (HISTORY_ENV, SCHEMA_VERSION: for callers)
+    HISTORY_ENV,
+    SCHEMA_VERSION,
+    history_path,
+    lab_version,
+    now,
+    open_for_writing,
+    select,
+)
 
-HISTORY_ENV = "MCP_LAB_HISTORY"
 RUN, SWEEP = "run", "sweep"
-SCHEMA_VERSION = 1
 CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
-_LOCK_TIMEOUT = 30.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS verdicts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    recorded TEXT NOT NULL,
-    lab_version TEXT NOT NULL,
-    source TEXT NOT NULL,
-    client TEXT NOT NULL,
-    version TEXT NOT NULL,
-    scenario TEXT NOT NULL,
-    setup TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    level INTEGER,
-    server_level INTEGER,
-    answers TEXT NOT NULL,
-    checks TEXT NOT NULL,
-    notes TEXT NOT NULL,
-    runs TEXT NOT NULL,
-    runner_failed TEXT
-);
-CREATE INDEX IF NOT EXISTS verdicts_cell ON verdicts (client, scenario, setup);
-"""
 _COLUMNS = (
     "recorded, lab_version, source, client, version, scenario, setup, protocol, level, "
     "server_level, answers, checks, notes, runs, runner_failed"
 )
-
-
-def history_path() -> Path:
-    """Where the history is: ``MCP_LAB_HISTORY``, else ``history.sqlite3`` in the lab's
-    data directory."""
-    named = os.environ.get(HISTORY_ENV)
-    if named:
-        return Path(named).expanduser()
-    from services.cli.runtime import default_data_dir
-
-    return default_data_dir().parent / "history.sqlite3"
-
-
-def lab_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mcp-subscribe-lab")
-    except PackageNotFoundError:
-        return "-"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def record(
@@ -98,8 +58,7 @@ def record(
 ) -> Path:
     """Keep ``rows`` (one ``clients run``, or one version of a sweep); returns the file."""
     where = path or history_path()
-    where.parent.mkdir(parents=True, exist_ok=True)
-    stamp, lab = when or _now(), lab_version()
+    stamp, lab = when or now(), lab_version()
     values = [
         (
             stamp,
@@ -120,9 +79,7 @@ def record(
         )
         for row in rows
     ]
-    with closing(sqlite3.connect(where, timeout=_LOCK_TIMEOUT)) as db, db:
-        db.executescript(_SCHEMA)
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    with closing(open_for_writing(where)) as db, db:
         marks = ", ".join("?" * len(_COLUMNS.split(", ")))
         db.executemany(f"INSERT INTO verdicts ({_COLUMNS}) VALUES ({marks})", values)
     return where
@@ -192,21 +149,11 @@ class Entry:
 def read(path: Path | None = None, client: str | None = None) -> list[Entry]:
     """Every kept row (of ``client``), oldest first; none when there is no history yet.
     The file is opened read-only."""
-    where = path or history_path()
-    if not where.exists():
-        return []
     query = f"SELECT {_COLUMNS} FROM verdicts"
     args: tuple[str, ...] = ()
     if client is not None:
         query, args = query + " WHERE client = ?", (client,)
-    with closing(sqlite3.connect(f"{where.resolve().as_uri()}?mode=ro", uri=True)) as db:
-        try:
-            rows = db.execute(query + " ORDER BY id", args).fetchall()
-        except sqlite3.OperationalError as exc:  # a file with no table yet
-            if "no such table" in str(exc):
-                return []
-            raise
-    return [_entry(r) for r in rows]
+    return [_entry(r) for r in select(path or history_path(), query + " ORDER BY id", args)]
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:

@@ -4,9 +4,10 @@
 ``/api/report.md``    the same as markdown (``mcp-lab report --format markdown``)
 ``/api/report.html``  the same as one self-contained HTML page (``--format html``)
 ``/api/picture``      ``?session=<label>``: that session's sequence picture (SVG)
-``/api/matrix``       the clients matrix's history (:mod:`services.clients.history`):
-                      the latest verdict per client, scenario and setup, and the
-                      history behind it
+``/api/matrix``       the matrix history (:mod:`services.clients.history`): the latest
+                      verdict per client, scenario and setup, and the history behind
+                      it; and the bridges' latest marks per bridge, direction and
+                      scenario with theirs (:mod:`services.bridges.history`)
 
 Each report comes from the server's one :class:`~services.server.dashboard_feed.DashboardFeed`
 (the report ``/api/report`` gives, at most half a second old). The guard lets these
@@ -90,12 +91,21 @@ async def session_picture(feed: DashboardFeed, request: Request) -> Response:
     return JSONResponse({"error": "no such session in the current report"}, status_code=404)
 
 
-async def clients_matrix() -> Response:
-    """The clients matrix's history, read from its file (in a thread: it blocks)."""
+def _matrix() -> dict[str, Any]:
+    from services.bridges import history as bridges_history
     from services.clients import history
 
+    data = history.matrix()
+    bridges = bridges_history.matrix()
+    data["bridges"], data["bridge_steps"] = bridges["bridges"], bridges["steps"]
+    return data
+
+
+async def clients_matrix() -> Response:
+    """The matrix history, read from its file (in a thread: it blocks): the clients'
+    cells, and the bridges' (``bridges``, their steps' titles in ``bridge_steps``)."""
     try:
-        data = await asyncio.to_thread(history.matrix)
+        data = await asyncio.to_thread(_matrix)
     except (sqlite3.Error, OSError, ValueError) as exc:
         return JSONResponse({"error": f"the history could not be read: {exc}"}, status_code=503)
     return JSONResponse(data, headers=_headers())
