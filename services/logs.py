@@ -98,8 +98,8 @@ class OneLineFormatter(logging.Formatter):
 
 
 class Throttled:
-    """A warning that may repeat often (an attacker can make it), logged at most once
-    every ``seconds``; the next one says how many were left out meanwhile."""
+    """A line that may repeat often (an attacker, or a burst, can make it), logged at
+    most once every ``seconds``; the next one says how many were left out meanwhile."""
 
     def __init__(self, log: logging.Logger, seconds: float) -> None:
         self._log = log
@@ -108,6 +108,12 @@ class Throttled:
         self._left_out = 0
 
     def warning(self, message: str, *args: object) -> None:
+        self._emit(logging.WARNING, message, *args)
+
+    def info(self, message: str, *args: object) -> None:
+        self._emit(logging.INFO, message, *args)
+
+    def _emit(self, level: int, message: str, *args: object) -> None:
         now = time.monotonic()
         if now - self._last < self._seconds:
             self._left_out += 1
@@ -115,7 +121,7 @@ class Throttled:
         if self._left_out:
             message += f" (and {self._left_out} more like it in the last {self._seconds:g} s)"
         self._last, self._left_out = now, 0
-        self._log.warning(message, *args)
+        self._log.log(level, message, *args)
 
 
 def setup_logging(level: str) -> None:

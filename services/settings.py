@@ -273,6 +273,15 @@ class LabSettings(BaseSettings):
         ge=1,
         description="Most Streamable HTTP sessions open at once; a new one past it gets 503.",
     )
+    max_requests_at_once: int = Field(
+        16,
+        ge=1,
+        le=100_000,
+        description=(
+            "Requests of open sessions the server handles at once; the others wait their "
+            "turn, so that under a burst notifications still go out when due."
+        ),
+    )
     # Timings: the defaults suit a real deployment; the tests shorten them.
     updater_heartbeat_seconds: int = Field(
         contract.UPDATER_HEARTBEAT_SECONDS,

@@ -29,6 +29,7 @@ from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
 from services.server.dashboard_feed import DashboardFeed
 from services.server.handlers import EventLogMiddleware, Handlers
+from services.server.inflight import InFlightIds
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
 from services.server.resume.get_streams import GetStream, StreamLog, plain
@@ -247,5 +248,6 @@ def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fro
         cap=cap,
         sse_path=normal_path(settings.sse_path) if settings.sse_path else None,
         deletes=lifecycle.DeleteLog(app, lab.registry.peer, lab.deleted),
+        in_flight=InFlightIds(settings.max_requests_at_once),
     )
     return front, lab

@@ -9,10 +9,21 @@ session's bookkeeping). JSON-RPC asks a client to keep ids unique among its
 requests in flight; the front door (services/server/asgi.py) holds the lab to
 that: such a request is answered at once with HTTP 400 and the JSON-RPC error
 -32600 (Invalid Request), naming the id, and never reaches the SDK.
+
+It also bounds how many requests of open sessions this server handles at once
+(``MCP_TEST_MAX_REQUESTS_AT_ONCE``); the others wait their turn, in order. The
+server is one event loop: with thousands of requests in it at once (a burst of
+subscribes), every turn of the loop runs a step of each, and the relay, whose
+notifications are due now, waited seconds for its turns (docs/performance.md,
+"On time"). Only requests wait (a method and an id): notifications and a client's
+responses go straight on, so a request waiting for a client's answer cannot hold
+the answer back. A request's body has been read whole before it waits, so a slow
+client holds no place.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -45,9 +56,13 @@ def request_id(body: bytes) -> str | None:
 class InFlightIds:
     """The request ids in flight in each session of this server."""
 
-    def __init__(self) -> None:
+    def __init__(self, at_once: int | None = None) -> None:
         self._held: set[tuple[bytes, str]] = set()
         self._log = Throttled(logger, _LOG_SECONDS)
+        self._at_once = at_once
+        self._turns = asyncio.Semaphore(at_once) if at_once else None
+        self.waiting = 0  # requests waiting for their turn now
+        self._wait_log = Throttled(logger, _LOG_SECONDS)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -67,7 +82,27 @@ class InFlightIds:
             return
         self._held.add(key)
         try:
-            await app(scope, receive, send)
+            if self._turns is None:
+                await app(scope, receive, send)
+                return
+            if self._turns.locked():
+                self.waiting += 1
+                self._wait_log.info(
+                    "[server] %d request(s) wait for their turn: %d are handled at once "
+                    "(MCP_TEST_MAX_REQUESTS_AT_ONCE)",
+                    self.waiting,
+                    self._at_once,
+                )
+                try:
+                    await self._turns.acquire()
+                finally:
+                    self.waiting -= 1
+            else:
+                await self._turns.acquire()
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._turns.release()
         finally:
             self._held.discard(key)
 
