@@ -38,6 +38,7 @@ BAD: dict[str, str] = {
     "strict_methods": "perhaps",
     "session_idle_seconds": "inf",
     "max_sessions": "0",
+    "max_requests_at_once": "0",
     "updater_heartbeat_seconds": "0",
     "take_over_every_seconds": "-1",
     "replica_heartbeat_seconds": "soon",
