@@ -221,6 +221,11 @@ def _env(
     return env
 
 
+_SERVER_READY = r"\[lab\] server ready .*relay=subscribed"
+_PORT_TAKEN = r"\[lab\] could not listen on "
+_PORT_ATTEMPTS = 3
+
+
 @asynccontextmanager
 async def running_lab(
     workdir: Path,
@@ -237,14 +242,23 @@ async def running_lab(
     redis = await asyncio.to_thread(start_redis, free_port())
     processes: list[Process] = []
     try:
-        port = free_port()
-        env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
         python = [sys.executable, "-m", "services"]
-        server = await Process.start("server", [*python, "server"], env, workdir)
-        processes.append(server)
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            port = free_port()
+            env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
+            server = await Process.start("server", [*python, "server"], env, workdir)
+            processes.append(server)
+            said = await server.wait_for(f"{_SERVER_READY}|{_PORT_TAKEN}", _READY_TIMEOUT)
+            if not re.search(_PORT_TAKEN, said):
+                break
+            # The free port was taken between finding it and binding it (runs side by
+            # side, other processes): another one.
+            await server.stop()
+            processes.remove(server)
+            if attempt == _PORT_ATTEMPTS:
+                raise TimeoutError(f"server: {said} ({attempt} free ports taken in a row)")
         updater = await Process.start("updater", [*python, "updater"], env, workdir)
         processes.append(updater)
-        await server.wait_for(r"\[lab\] server ready .*relay=subscribed", _READY_TIMEOUT)
         await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
         lab = Lab(redis.url, port, server, updater, scenario, env)
         connection = state.connect(redis.url)
