@@ -89,12 +89,6 @@ async def test_one_publish_reaches_every_session_once_and_records_each_truthfull
         for raw in [*listening, closed]:
             await raw.close()
 
-    records = notification_records(redis_client, sessions)
-    for session, found in records.items():
-        assert len(found) == 1, (session, found)
-        assert found[0]["version"] == "1"
-        expected = "0" if session == closed.session_id else "1"
-        assert found[0]["delivered"] == expected, (session, found[0])
     # Each event a client saw is the one kept for its session's resumption, and
     # the closed session's event is kept too: it can resume and get it.
     for raw, event in zip(listening, received, strict=True):
@@ -105,6 +99,14 @@ async def test_one_publish_reaches_every_session_once_and_records_each_truthfull
         assert kept[0][1][contract.RESUME_TAG_FIELD] == entry[1]
     kept = redis_client.xrange(contract.resume_key(str(closed.session_id)))
     assert [e for e in kept if UPDATED in e[1][contract.RESUME_MESSAGE_FIELD]]
+    # The records are written after the log lines; stopping flushes the writer.
+    assert await server.stop() == []
+    records = notification_records(redis_client, sessions)
+    for session, found in records.items():
+        assert len(found) == 1, (session, found)
+        assert found[0]["version"] == "1"
+        expected = "0" if session == closed.session_id else "1"
+        assert found[0]["delivered"] == expected, (session, found[0])
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,17 @@ def _failed(exc: BaseException) -> str:
     return f"delivered=no (send failed: {type(exc).__name__})"
 
 
+def _log(outcomes: list[_Outcome]) -> None:
+    """The seed's log lines of sent notifications, in the order they were put."""
+    for o in outcomes:
+        peer = o.target.peer
+        if o.method == UPDATED:
+            event("resource/update", f"uri={o.uri} version={o.version}", peer)
+            event("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem)
+        else:
+            event("notification/send", o.method, peer, o.problem)
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     """One notification sent (or not), to log and record."""
@@ -406,6 +417,9 @@ class Relay:
         # would hold up every notification (services/heap.py). Bounded: no I/O here.
         with heap.collection_deferred():
             self._put_all(targets, uri, prepared, ids, outcomes, blocked)
+            # Logged before anything else runs: a client's re-read prompted by the
+            # notification must not reach the log before the notification does.
+            _log(outcomes)
             try:
                 if outcomes:
                     await _let_writers_run()
@@ -413,10 +427,12 @@ class Relay:
                 # Cancelled (shutdown) right after the puts, the notifications are
                 # on their way: their records are still written (the writer is
                 # flushed after the relay stops).
-                await self._log_and_record(outcomes)
+                await self._record(outcomes)
         if blocked:
             late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
-            await self._log_and_record([outcome for some in late for outcome in some])
+            outcomes = [outcome for some in late for outcome in some]
+            _log(outcomes)
+            await self._record(outcomes)
 
     def _put_all(
         self,
@@ -488,20 +504,11 @@ class Relay:
                 outcomes.append(item.outcome(uri, delivered, "" if delivered else _NO_STREAM))
         return outcomes
 
-    async def _log_and_record(self, outcomes: list[_Outcome]) -> None:
-        """The evidence records of sent notifications, in one batch, then their log
-        lines (the seed's): while the records are written, the GET streams' writers
-        put the notifications on the wire, which the log lines would otherwise delay."""
-        if not outcomes:
-            return
-        await self._recorder.sent_many([o.sent() for o in outcomes])
-        for o in outcomes:
-            peer = o.target.peer
-            if o.method == UPDATED:
-                event("resource/update", f"uri={o.uri} version={o.version}", peer)
-                event("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem)
-            else:
-                event("notification/send", o.method, peer, o.problem)
+    async def _record(self, outcomes: list[_Outcome]) -> None:
+        """The evidence records of sent notifications, in one batch: while they are
+        written, the GET streams' writers put the notifications on the wire."""
+        if outcomes:
+            await self._recorder.sent_many([o.sent() for o in outcomes])
 
     async def _notify(self, one: _Target, uri: str) -> None:
         """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
