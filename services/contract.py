@@ -16,7 +16,9 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  others take over the pending jobs of a consumer without one
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:events:lost``              stream of counts of events that could not be recorded
-``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``)
+``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``); a
+                                 run's id is above every event before it and below every
+                                 event after it (``evidence.reader.start_run``)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP

@@ -18,10 +18,41 @@ logger = logging.getLogger("mcp_lab.evidence")
 _READ_PAGE = 1000
 
 
+# A run's id is a boundary in ``mcp:events``: every event recorded before the run
+# began has a smaller id, every event after it a larger one. Ids of two streams are
+# not ordered within one millisecond (each stream counts its own sequence), so the
+# run id is chosen above the events' last id (and the last run's, and now) and the
+# events stream is told to go on above it (XSETID).
+_START_RUN = """
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local seq = 0
+local function above(id)
+  local ims, iseq = string.match(id, '^(%d+)-(%d+)$')
+  ims, iseq = tonumber(ims), tonumber(iseq)
+  if ims > ms or (ims == ms and iseq >= seq) then ms, seq = ims, iseq + 1 end
+end
+local events = redis.call('EXISTS', KEYS[1]) == 1
+if events then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then above(info[i + 1]) end
+  end
+end
+local last_run = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last_run > 0 then above(last_run[1][1]) end
+local id = string.format('%.0f-%.0f', ms, seq)
+if events then redis.call('XSETID', KEYS[1], id) end
+return redis.call('XADD', KEYS[2], id, 'reason', ARGV[1])
+"""
+
+
 async def start_run(redis: Redis) -> str:
-    """Begin a new observation run; returns its id."""
-    # The entry id: str, as ``redis`` decodes replies (``state.connect``).
-    return cast(str, await redis.xadd(contract.RUNS_STREAM, {"reason": "reset"}))
+    """Begin a new observation run; returns its id, which parts the events recorded
+    before it from those after it even within one millisecond."""
+    keys = (contract.EVENTS_STREAM, contract.RUNS_STREAM)
+    run_id = await redis.eval(_START_RUN, len(keys), *keys, "reset")
+    return run_id.decode() if isinstance(run_id, bytes) else cast(str, run_id)
 
 
 async def run_bounds(redis: Redis, run_id: str | None) -> tuple[str, str, str]:
