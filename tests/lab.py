@@ -239,6 +239,13 @@ class LabClient:
                 await self._arrived.wait()
         return list(self.updated)
 
+    async def wait_list_changed(self, count: int = 1, timeout: float = 10.0) -> int:
+        """Wait until ``count`` resources/list_changed notifications have arrived."""
+        with anyio.fail_after(timeout):
+            while self.list_changed < count:
+                await self._arrived.wait()
+        return self.list_changed
+
     async def read_text(self, uri: str = STATUS_URI) -> str:
         result = await self.session.read_resource(uri)
         content = result.contents[0]

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from services import contract
+from services.catalog import REVIEW_NOTES
 from services.cli.embedded_redis import free_port, start_redis
 from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, version_of
 
@@ -81,3 +82,31 @@ async def test_relay_delivers_an_update_it_missed_when_it_resubscribes(lab, redi
         redis_client.client_kill_filter(_type="pubsub")
         await server.await_line(r"\[relay\] reconcile checked=1 notified=0", since=mark)
         assert server.matching(r"\[relay\] reconciled", since=mark) == []
+
+
+async def test_relay_sends_a_list_changed_it_missed_when_it_resubscribes(lab, redis_client) -> None:
+    server, url = await lab.aserver(update_delay_seconds="600", scenario="list-changed")
+    async with connect(url, "relisted") as client:
+        await client.session.subscribe_resource(STATUS_URI)
+        line = await server.await_line(r"\[initialize\] .*client=relisted/")
+        session = line.split("session=")[1].split()[0]
+        # The scenario's second resource is listed while the relay cannot hear it.
+        mark = server.mark()
+        assert redis_client.client_kill_filter(_type="pubsub") >= 1
+        redis_client.sadd(contract.listed_key(session), REVIEW_NOTES.uri)
+        await server.await_line(r"\[relay\] subscribed", since=mark)
+        await server.await_line(
+            rf"\[relay\] reconciled list_changed uri={REVIEW_NOTES.uri} session={session} ",
+            since=mark,
+        )
+        assert await client.wait_list_changed(1, timeout=10) == 1
+        listed = await client.session.list_resources()
+        assert REVIEW_NOTES.uri in [str(r.uri) for r in listed.resources]
+        # Told once: a further gap does not repeat it.
+        mark = server.mark()
+        redis_client.client_kill_filter(_type="pubsub")
+        await server.await_line(
+            r"\[relay\] reconcile checked=1 notified=0 list_changed=0", since=mark
+        )
+        assert server.matching(r"\[relay\] reconciled", since=mark) == []
+        assert client.list_changed == 1

@@ -61,6 +61,7 @@ class EventLogMiddleware(Middleware):
                     send_updated=ctx.session.send_resource_updated,
                     send_list_changed=ctx.session.send_resource_list_changed,
                     always_open=not peer.on_streamable_http,
+                    told_listed=await self._lab.listed_now(peer),
                 )
             )
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))

@@ -245,7 +245,33 @@ class Relay:
                     )
                     update = contract.UpdateMessage(uri, target.peer.session, current)
                     await self._notify_all(uri, [(target, update)])
-        logger.info("[relay] reconcile checked=%d notified=%d", checked, notified)
+        relisted = await self._reconcile_listed()
+        logger.info(
+            "[relay] reconcile checked=%d notified=%d list_changed=%d", checked, notified, relisted
+        )
+
+    async def _reconcile_listed(self) -> int:
+        """After a gap, send list_changed to every listener here in whose scope a
+        scenario listed a resource it was not told of (read once per scope); how
+        many were sent."""
+        followed = [t for t in self._registry.list_listeners() if t.told_listed is not None]
+        scopes = {contract.scope_of(t.peer.session, self._settings.state_scope) for t in followed}
+        listed = {scope: await state.listed(self._redis, scope) for scope in sorted(scopes)}
+        sent = 0
+        for target in followed:
+            told = cast(set[str], target.told_listed)
+            new = listed[contract.scope_of(target.peer.session, self._settings.state_scope)] - told
+            if not new:
+                continue
+            told |= new
+            logger.info(
+                "[relay] reconciled list_changed uri=%s session=%s (missed while deaf)",
+                ",".join(sorted(new)),
+                target.peer.session,
+            )
+            await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
+            sent += 1
+        return sent
 
     async def handle(self, payload: bytes | str) -> None:
         """Relay one payload from the channel; never raises."""
@@ -323,6 +349,9 @@ class Relay:
         )
         if listeners:
             self.messages_relayed += 1
+        for listener in listeners:
+            if listener.told_listed is not None:
+                listener.told_listed.add(message.uri)
         await asyncio.gather(
             *(self._send(t, LIST_CHANGED, None, None, t.send_list_changed()) for t in listeners)
         )

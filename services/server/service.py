@@ -290,6 +290,18 @@ class Lab:
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 
+    async def listed_now(self, peer: Peer) -> set[str] | None:
+        """The scenario's hidden resources listed for ``peer``'s scope so far, for
+        :attr:`Subscriber.told_listed` (None: the scenario hides nothing, or Redis
+        failed; a list_changed the relay misses is then not sent late)."""
+        if not self.scenario.hidden:
+            return None
+        try:
+            return set(self.scenario.hidden & await state.listed(self.redis, self.scope(peer)))
+        except (RedisError, OSError) as exc:
+            logger.warning("[lab] could not read the listed resources: %r", exc)
+            return None
+
     async def read(self, peer: Peer, uri: str, batched: bool = False) -> tuple[int, str]:
         """Version and text of ``uri`` for ``peer``'s state scope; ``batched``: in the
         batch writer's next pipeline (a subscribe burst waits there, not for the pool)."""

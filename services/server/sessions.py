@@ -37,6 +37,11 @@ class Subscriber:
     # The GET stream of a Streamable HTTP session, written to directly by a
     # fan-out (see services.server.relay); None: notify through send_updated.
     get_stream: GetStream | None = None
+    # The scenario's hidden resources listed in this subscriber's scope that it was
+    # told of with list_changed (or that were listed before it came): after an
+    # outage the relay sends list_changed if more were listed. None: not followed
+    # (the scenario hides nothing, or Redis could not say when it came).
+    told_listed: set[str] | None = None
 
     def __post_init__(self) -> None:
         self.key = self.key or self.peer.session
