@@ -138,6 +138,15 @@ def subscribers_key(uri: str) -> str:
     return f"{SUBSCRIBERS_KEY_PREFIX}{uri}"
 
 
+# Every subscriber set (a template's resources have one per URI a client chose).
+SUBSCRIBERS_PATTERN = f"{SUBSCRIBERS_KEY_PREFIX}*"
+
+
+def uri_of_subscribers_key(key: str) -> str:
+    """The URI of a :func:`subscribers_key`."""
+    return key.removeprefix(SUBSCRIBERS_KEY_PREFIX)
+
+
 # What a message on the updates channel says happened to its resource.
 UPDATED_KIND, LISTED_KIND = "updated", "listed"
 MESSAGE_KINDS = frozenset({UPDATED_KIND, LISTED_KIND})

@@ -161,6 +161,9 @@ async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: re
     await orphan.close()
     orphan_id = orphan.session_id or ""
     assert redis_client.sismember(SUBSCRIBERS, orphan_id)
+    # As if it had also subscribed to a template's resource, whose URI it chose.
+    chosen = contract.subscribers_key("test://review/chosen-by-the-client")
+    redis_client.sadd(chosen, orphan_id)
     first.kill()
     redis_client.sadd(SUBSCRIBERS, GHOST)
 
@@ -173,6 +176,7 @@ async def test_subscribers_of_a_killed_replica_are_dropped(lab, redis_client: re
         )
         assert orphan_id in line
         assert not redis_client.sismember(SUBSCRIBERS, orphan_id)
+        assert not redis_client.exists(chosen)
         assert not redis_client.exists(contract.resume_key(orphan_id))
         assert redis_client.smembers(SUBSCRIBERS) == {survivor.session_id, GHOST}
         assert await read_version(survivor) == 1

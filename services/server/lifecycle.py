@@ -221,9 +221,10 @@ async def sweep_dead_replicas(
     A session id that a live replica also holds (a 2026-07-28 client's key is
     shared by its listen streams, on any replica) is kept in the subscriber sets.
     ``on_dropped`` hears of the sessions dropped, from the one replica whose
-    sweep removed the dead replica's set (several may sweep at once).
+    sweep removed the dead replica's set (several may sweep at once). Besides
+    ``uris`` (the catalog's), every URI with a subscriber set is swept, when there
+    is a dead replica: a template's resources are the URIs its clients chose.
     """
-    uris = list(uris)
     live: set[str] = set()
     dead: list[tuple[str, str]] = []
     async for key in redis.scan_iter(match=contract.REPLICA_SESSIONS_PATTERN, count=100):
@@ -232,6 +233,13 @@ async def sweep_dead_replicas(
             live.update(await _members(redis, key))
         else:
             dead.append((owner, key))
+    swept = set(uris)
+    if dead:
+        swept |= {
+            contract.uri_of_subscribers_key(key)
+            async for key in redis.scan_iter(match=contract.SUBSCRIBERS_PATTERN, count=500)
+        }
+    uris = sorted(swept)
     dropped = 0
     for owner, key in dead:
         stale = sorted(await _members(redis, key) - live)
