@@ -20,6 +20,7 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  run's id is above every event before it and below every
                                  event after it (``evidence.reader.start_run``)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
+``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
                                  session (fields ``stream``, ``message``, ``tag``), for replay
@@ -125,6 +126,8 @@ def is_event_id(value: str) -> bool:
 
 # The name of the scenario the running lab plays (set by the server at start).
 SCENARIO_KEY = "mcp:scenario"
+# The secret under which the dashboard labels sessions (services.server.labels).
+LABEL_SECRET_KEY = "mcp:dashboard:label-secret"
 LISTED_KEY_PREFIX = "mcp:listed:"
 
 

@@ -213,6 +213,26 @@ async def test_the_dashboard_shows_labels_never_session_ids(inproc) -> None:
     assert re.fullmatch(r"[0-9a-f]{10}", label) and victim["best_session"] == label
 
 
+async def test_every_replica_labels_a_session_alike(inproc) -> None:
+    """The label secret is the lab's (kept in Redis), not each process's: a session
+    is one row under one label on every replica's dashboard."""
+    _, url = await inproc.server()
+    _, other_url = await inproc.server()
+    raw = RawSession(url, "seen-twice")
+    try:
+        await raw.initialize()
+        await raw.request("resources/read", {"uri": STATUS_URI})
+    finally:
+        await raw.close()
+    labels = []
+    for base in (url, other_url):
+        async with client_of(base) as http:
+            data = (await http.get(base.removesuffix("/mcp") + "/api/report")).json()
+        (seen,) = [c for c in data["clients"] if c["client"] == "seen-twice"]
+        labels.append(seen["sessions"][0]["session"])
+    assert labels[0] == labels[1] and re.fullmatch(r"[0-9a-f]{10}", labels[0]), labels
+
+
 async def test_a_dashboard_report_reads_a_bounded_window(inproc) -> None:
     _, url = await inproc.server(dashboard_max_events="100")
     raw = RawSession(url, "busy")

@@ -30,6 +30,7 @@ from services.server.asgi import FrontDoor, normal_path
 from services.server.dashboard_feed import DashboardFeed
 from services.server.handlers import EventLogMiddleware, Handlers
 from services.server.inflight import InFlightIds
+from services.server.labels import SessionLabels
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
 from services.server.resume.get_streams import GetStream, StreamLog, plain
@@ -69,12 +70,14 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
     replica = new_replica_id()
     relay = Relay(settings, redis, registry, recorder, catalog, replica)
     lab = Lab(settings, redis, registry, recorder, relay, replica, catalog, writer, scenario)
+    labels = SessionLabels()
     feed = DashboardFeed(
         settings.redis_url,
         recorder,
         block_ms=settings.dashboard_block_ms,
         max_streams=settings.dashboard_max_streams,
         max_events=settings.dashboard_max_events,
+        labels=labels,
     )
 
     @lifespan
@@ -83,6 +86,7 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
             await state.ensure_job_group(redis)
             # What `mcp-lab report` scores by default: the scenario the lab plays.
             await redis.set(contract.SCENARIO_KEY, settings.scenario)
+            await labels.share(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         writer.start()

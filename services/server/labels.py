@@ -4,9 +4,10 @@ An ``Mcp-Session-Id`` is the one secret a Streamable HTTP client holds: whoever
 knows it can send requests, resume streams and end the session as that client.
 The dashboard is readable by anyone who reaches the port (without a token), so
 it names each session by a short label: the first 10 hex digits of an HMAC
-(SHA-256) of the id under a secret drawn when the server starts. A label cannot
-be turned back into the id; the same session keeps its label as long as the
-server runs (another replica, or a restarted server, labels it differently).
+(SHA-256) of the id under a secret. A label cannot be turned back into the id.
+The secret is drawn once and kept in Redis (``contract.LABEL_SECRET_KEY``), so
+every replica, and a restarted server, gives a session the same label; a server
+that cannot reach Redis when it starts uses a secret of its own meanwhile.
 The log and ``mcp-lab report``, read by whoever runs the lab, keep the full ids.
 """
 
@@ -17,6 +18,10 @@ import hmac
 import secrets
 from typing import Any
 
+from redis.asyncio import Redis
+
+from services import contract
+
 LABEL_HEX_DIGITS = 10
 
 
@@ -25,6 +30,17 @@ class SessionLabels:
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secret or secrets.token_bytes(32)
+
+    async def share(self, redis: Redis) -> None:
+        """Take the lab's shared secret from Redis (drawn by the first server to
+        ask): every replica then labels a session alike. Raises what Redis raises."""
+        await redis.set(contract.LABEL_SECRET_KEY, secrets.token_hex(32), nx=True)
+        shared = await redis.get(contract.LABEL_SECRET_KEY)
+        text = shared.decode() if isinstance(shared, bytes) else str(shared)
+        try:
+            self._secret = bytes.fromhex(text)
+        except ValueError:
+            self._secret = text.encode()  # someone else's value: still a secret
 
     def __call__(self, session: str) -> str:
         digest = hmac.new(self._secret, session.encode(), hashlib.sha256).hexdigest()
