@@ -156,6 +156,10 @@ async def test_a_token_in_the_query_opens_only_the_dashboard_page(inproc) -> Non
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "s3cret" not in cookie
     name_value = cookie.split(";", 1)[0]
     assert (await aget(f"{base}/api/report", Cookie=name_value)).status_code == 200
+    # A reload: the page took the token out of the address bar; the cookie opens it.
+    assert "Path=/;" in cookie or cookie.rstrip().endswith("Path=/"), cookie
+    assert (await aget(f"{base}/", Cookie=name_value)).status_code == 200
+    assert (await aget(f"{base}/", Cookie="mcp_lab_dashboard=guess")).status_code == 401
     async with (
         client_of(url) as client,
         client.stream("GET", f"{base}/api/stream", headers={"Cookie": name_value}) as stream,

@@ -58,7 +58,7 @@ def add_routes(
             response.set_cookie(
                 DASHBOARD_COOKIE,
                 dashboard_cookie(auth_token),
-                path="/api/",
+                path="/",  # the page too: a reload, its token gone from the address bar
                 httponly=True,
                 samesite="strict",
             )

@@ -10,7 +10,8 @@ so the dashboard page alone (``GET /``) also takes
 ``?token=<token>``, and hands the browser a cookie (HttpOnly, SameSite=Strict,
 an HMAC of the token, not the token) that the page's own data requests
 (``GET /api/report``, ``GET /api/stream``, and the downloads, pictures and matrix
-beside them) carry; it opens nothing else.
+beside them) carry, and the page itself when reloaded without the token; it opens
+nothing else.
 
 A request body over ``MCP_TEST_MAX_BODY_BYTES`` gets 413: at once when its
 Content-Length says so, else (a chunked body, which has no Content-Length) as
@@ -223,8 +224,9 @@ class BodyGate:
         if scope["path"] in _QUERY_TOKEN_PATHS:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             tokens = query.get("token", [])
-            return any(hmac.compare_digest(t.encode(), self._token) for t in tokens)
-        if scope["path"] in _COOKIE_PATHS:
+            if any(hmac.compare_digest(t.encode(), self._token) for t in tokens):
+                return True
+        if scope["path"] in _COOKIE_PATHS or scope["path"] in _QUERY_TOKEN_PATHS:
             cookie = _cookie_of(headers.get(b"cookie", b""))
             return cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie)
         return False
