@@ -459,9 +459,7 @@ class Relay:
                 await self._record(outcomes)
         if blocked:
             late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
-            outcomes = [outcome for some in late for outcome in some]
-            _log(outcomes)
-            await self._record(outcomes)
+            await self._record([outcome for some in late for outcome in some])
 
     def _put_all(
         self,
@@ -511,27 +509,32 @@ class Relay:
         return await store_events(entries)
 
     async def _push(self, uri: str, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
-        """Put events on a GET stream whose queue is full, each send bounded."""
+        """Put events on a GET stream whose queue is full, each send bounded and
+        logged as soon as it is done (no event-loop turn between)."""
         outcomes = []
         for item in [first, *rest]:
-            queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
-            if queue is None:
-                outcomes.append(item.outcome(uri, False, _NO_STREAM))
-                continue
-            try:
-                await asyncio.wait_for(queue.send(item.event), timeout=_SEND_TIMEOUT_SECONDS)
-            except Exception as exc:
-                logger.warning(
-                    "[relay] sending %s to session=%s failed: %r",
-                    item.method,
-                    item.target.peer.session,
-                    exc,
-                )
-                outcomes.append(item.outcome(uri, False, _failed(exc)))
-            else:
-                delivered = self._registry.can_deliver(item.target)
-                outcomes.append(item.outcome(uri, delivered, "" if delivered else _NO_STREAM))
+            outcome = await self._push_one(uri, item)
+            _log([outcome])
+            outcomes.append(outcome)
         return outcomes
+
+    async def _push_one(self, uri: str, item: _Pending) -> _Outcome:
+        queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
+        if queue is None:
+            return item.outcome(uri, False, _NO_STREAM)
+        try:
+            async with asyncio.timeout(_SEND_TIMEOUT_SECONDS):
+                await queue.send(item.event)
+        except Exception as exc:
+            logger.warning(
+                "[relay] sending %s to session=%s failed: %r",
+                item.method,
+                item.target.peer.session,
+                exc,
+            )
+            return item.outcome(uri, False, _failed(exc))
+        delivered = self._registry.can_deliver(item.target)
+        return item.outcome(uri, delivered, "" if delivered else _NO_STREAM)
 
     async def _record(self, outcomes: list[_Outcome]) -> None:
         """The evidence records of sent notifications, in one batch: while they are
@@ -562,7 +565,10 @@ class Relay:
         delivered = self._registry.can_deliver(target)
         problem = "" if delivered else _NO_STREAM
         try:
-            await asyncio.wait_for(sending, timeout=_SEND_TIMEOUT_SECONDS)
+            # Awaited here, not in a task of its own (as wait_for would): the line
+            # below is logged before the client could answer the notification.
+            async with asyncio.timeout(_SEND_TIMEOUT_SECONDS):
+                await sending
         except Exception as exc:
             delivered = False
             problem = _failed(exc)
