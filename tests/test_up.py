@@ -461,3 +461,22 @@ def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
         assert "applied: session by-hand reads version 2" in result.stdout
     finally:
         assert up.stop() == 0
+
+
+async def test_status_says_at_once_that_a_redis_dropping_packets_does_not_answer(
+    tmp_path,
+) -> None:
+    """A Redis host that drops packets holds a connect for state.CONNECT_TIMEOUT_SECONDS
+    (15 s); status bounds Redis's whole part by its own few seconds, and asks the
+    server meanwhile. Stood in for by a listening socket whose accept queue is full:
+    Linux then drops the SYNs of further connects."""
+    with socket.socket() as dropping, socket.socket() as queued:
+        dropping.bind(("127.0.0.1", 0))
+        dropping.listen(0)
+        queued.connect(dropping.getsockname())  # fills the queue; never accepted
+        env = up_env(tmp_path, port=str(free_port()))
+        env["REDIS_URL"] = f"redis://127.0.0.1:{dropping.getsockname()[1]}/0"
+        result = await amcp_lab(env, "status")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "does not answer (no answer within 3 s)" in result.stdout, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr

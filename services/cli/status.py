@@ -21,6 +21,8 @@ from services.cli.healthcheck import http_get
 from services.settings import LabSettings
 
 RUNNING, NOT_RUNNING = 0, 1
+# Redis's whole part of the answer, connecting included (a host that drops packets
+# would otherwise hold the connect for state.CONNECT_TIMEOUT_SECONDS).
 _REDIS_TIMEOUT_SECONDS = 3
 _SHOWN_SESSIONS = 6
 
@@ -57,11 +59,14 @@ async def _redis_facts(url: str, consumer: str) -> dict[str, Any]:
 
     redis = state.connect(url, socket_timeout=_REDIS_TIMEOUT_SECONDS, reconnect=False)
     try:
-        alive = bool(await redis.exists(contract.updater_heartbeat_key(consumer)))
-        subscribed: dict[str, list[str]] = {}
-        for uri in LAB_CATALOG.uris():
-            job = contract.UpdateJob(uri, contract.ALL_SUBSCRIBERS)
-            subscribed[uri] = await state.job_targets(redis, job, state_scope="session")
+        async with asyncio.timeout(_REDIS_TIMEOUT_SECONDS):
+            alive = bool(await redis.exists(contract.updater_heartbeat_key(consumer)))
+            subscribed: dict[str, list[str]] = {}
+            for uri in LAB_CATALOG.uris():
+                job = contract.UpdateJob(uri, contract.ALL_SUBSCRIBERS)
+                subscribed[uri] = await state.job_targets(redis, job, state_scope="session")
+    except TimeoutError:
+        return {"reachable": False, "error": f"no answer within {_REDIS_TIMEOUT_SECONDS} s"}
     except (RedisError, OSError) as exc:
         return {"reachable": False, "error": str(exc)}
     finally:
@@ -69,14 +74,25 @@ async def _redis_facts(url: str, consumer: str) -> dict[str, Any]:
     return {"reachable": True, "updater_alive": alive, "subscribed": subscribed}
 
 
-async def gather(where: Where, consumer: str) -> dict[str, Any]:
-    """Everything ``status`` says, as plain data (what ``--json`` prints)."""
-    base = where.server.base_url
+async def _server_facts(
+    base: str,
+) -> tuple[dict[str, Any] | None, str | None, dict[str, Any] | None, str | None]:
+    """The server's ``/healthz`` and, when it answers, ``/api/report`` (each bounded
+    by the healthcheck's HTTP timeout), with why not."""
     healthz, health_error = await asyncio.to_thread(_get_json, f"{base}/healthz")
     report, report_error = (None, health_error)
     if healthz is not None:
         report, report_error = await asyncio.to_thread(_get_json, f"{base}/api/report")
-    facts = await _redis_facts(where.redis_url, consumer)
+    return healthz, health_error, report, report_error
+
+
+async def gather(where: Where, consumer: str) -> dict[str, Any]:
+    """Everything ``status`` says, as plain data (what ``--json`` prints). The server
+    and Redis are asked at once: one that does not answer costs its own bound, once."""
+    base = where.server.base_url
+    (healthz, health_error, report, report_error), facts = await asyncio.gather(
+        _server_facts(base), _redis_facts(where.redis_url, consumer)
+    )
     record = where.record
     return {
         "up": None
