@@ -361,10 +361,12 @@ async def job_targets(redis: Redis, job: contract.UpdateJob, state_scope: str) -
     out, and a subscriber key that is not a set counts as no subscriber, each with a
     warning: neither can stop the job.
     """
+    if state_scope == contract.SHARED_SCOPE:
+        # One state for everyone: a job naming a session (``mcp-lab trigger
+        # --session``) bumps it too, and every subscribed session is notified.
+        return [contract.SHARED_SCOPE]
     if job.target != contract.ALL_SUBSCRIBERS:
         return [job.target]
-    if state_scope == contract.SHARED_SCOPE:
-        return [contract.SHARED_SCOPE]
     if job.action != contract.UPDATE_ACTION:
         return []  # a new resource has no subscribers yet: a session's job names it
     key = contract.subscribers_key(job.uri)

@@ -215,3 +215,24 @@ def test_report_imports_neither_the_mcp_sdk_nor_fastmcp(redis_url) -> None:
                 if line.startswith("import time:")}  # fmt: skip
     heavy = sorted(m for m in imported if m.split(".")[0] in ("mcp", "mcp_types", "fastmcp"))
     assert heavy == [], heavy
+
+
+async def test_trigger_for_a_session_in_shared_scope_updates_the_shared_state_for_all(
+    lab, redis_url, redis_client
+) -> None:
+    """With one shared state, a job naming a session bumped that session's own
+    state, which nobody reads, and notified it of a version it then could not read."""
+    _, url = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE, state_scope="shared")
+    await lab.aupdater(update_delay_seconds=NO_AUTO_UPDATE, state_scope="shared")
+    async with connect(url, "named") as named, connect(url, "other") as other:
+        for client in (named, other):
+            await client.session.subscribe_resource(STATUS_URI)
+        subscribed = sorted(redis_client.smembers(contract.subscribers_key(STATUS_URI)))
+        result = await acli(redis_url, "trigger", "--session", subscribed[0])
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "the shared state of test://review/status is now version 2" in result.stdout
+        assert f"--session {subscribed[0]} has no state of its own" in result.stdout
+        for client in (named, other):
+            assert await client.wait_updated(1) == [STATUS_URI]
+            assert version_of(await client.read_text()) == 2
+        assert not redis_client.exists(contract.state_key(subscribed[0], STATUS_URI))

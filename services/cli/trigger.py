@@ -93,7 +93,9 @@ async def _versions(redis: Redis, uri: str, scopes: list[str]) -> dict[str, int]
     return {scope: await state.read_version(redis, scope, uri) for scope in scopes}
 
 
-def _applied_message(uri: str, updated: list[dict[str, Any]], subscribed: int) -> str:
+def _applied_message(
+    uri: str, updated: list[dict[str, Any]], subscribed: int, session: str | None = None
+) -> str:
     if not updated:
         return (
             f"applied, but no state of {uri} changed: the sessions subscribed when it was "
@@ -106,6 +108,11 @@ def _applied_message(uri: str, updated: list[dict[str, Any]], subscribed: int) -
                 f"applied: the shared state of {uri} is now version {item['version']}; "
                 f"{subscribed} subscribed session(s) notified through the relay"
             )
+            if session is not None:
+                lines.append(
+                    f"(the lab keeps one state for every session, MCP_TEST_STATE_SCOPE=shared: "
+                    f"--session {session} has no state of its own, so every session saw it)"
+                )
             continue
         heard = (
             "subscribed: notified through the relay"
@@ -146,7 +153,9 @@ async def run(settings: LabSettings, options: TriggerOptions) -> int:
                     f"{_listed(subscribers)}. Session ids are in the log (session=...) and "
                     "in `mcp-lab status`.",
                 ).show(options.as_json, BAD_ARGUMENT)
-        watched = [session] if session else [contract.SHARED_SCOPE, *subscribers]
+        # A lab with shared state bumps the shared one even for --session.
+        watched = [session] if session else subscribers
+        watched = [*watched, contract.SHARED_SCOPE]
         before = await _versions(redis, uri, watched)
         job = contract.UpdateJob(uri=uri, target=target, delay=options.delay)
         await state.ensure_job_group(redis)
@@ -175,7 +184,7 @@ async def run(settings: LabSettings, options: TriggerOptions) -> int:
             for scope in watched
             if after[scope] != before[scope]
         ]
-        message = _applied_message(uri, updated, len(subscribers))
+        message = _applied_message(uri, updated, len(subscribers), session)
         return Outcome("applied", uri, target, entry_id, updated, message).show(
             options.as_json, APPLIED
         )
