@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 
+from services import runner_cli
 from services.clients.pins import CLIENTS, known, parse_versions
 
 
@@ -111,9 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from services.scenarios import registry
 
     names = args.client or list(CLIENTS)
-    unknown = [n for n in names if n not in CLIENTS]
-    if unknown:
-        print(f"mcp-lab: unknown client(s) {unknown}; known: {known()}", file=sys.stderr)
+    if runner_cli.refuse_unknown(names, CLIENTS, "client"):
         return 2
     try:
         versions = parse_versions(args.version)
@@ -140,13 +139,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from services.clients.history_commands import keep
 
     kept = keep(rows, "run")
-    if args.format == "json":
-        print(matrix.to_json(rows))
-    elif args.format == "markdown":
-        print(matrix.to_markdown(rows), end="")
-    else:
-        print(matrix.to_table(rows))
-    progress(f"each run's files: {cache_dir() / 'runs'}")
-    if kept is not None:
-        progress(f"kept in the history: {kept} (mcp-lab clients history)")
+    runner_cli.print_matrix(
+        rows,
+        args.format,
+        to_json=matrix.to_json,
+        to_markdown=matrix.to_markdown,
+        to_table=matrix.to_table,
+    )
+    runner_cli.say_where(progress, cache_dir() / "runs", kept, "mcp-lab clients history")
     return 0
