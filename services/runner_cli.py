@@ -25,6 +25,30 @@ E = TypeVar("E", bound=_InScenario)  # a kept entry of a runner's history
 C = TypeVar("C")  # a cell of a runner's history
 
 
+def parse_versions(
+    pairs: list[str],
+    known: Collection[str],
+    kind: str,
+    by_version: Callable[[str], bool] = lambda _: True,
+) -> dict[str, str]:
+    """``--version NAME=VERSION`` overrides, by name; ValueError naming the bad one: not
+    NAME=VERSION, a NAME none of ``known`` (each a ``kind``), or one that is not
+    installed by version (``by_version(NAME)`` false)."""
+    versions: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, version = pair.partition("=")
+        if not sep or not version:
+            raise ValueError(f"--version {pair!r}: expected NAME=VERSION")
+        if name not in known:
+            raise ValueError(
+                f"--version {pair!r}: unknown {kind} {name!r} (known: {', '.join(known)})"
+            )
+        if not by_version(name):
+            raise ValueError(f"--version {pair!r}: {name} is not installed by version")
+        versions[name] = version
+    return versions
+
+
 def refuse_unknown(names: Sequence[str], known: Collection[str], kind: str) -> bool:
     """Whether any of ``names`` is none of ``known`` (each a ``kind``: client,
     bridge): then said on stderr, and the command exits with code 2."""

@@ -9,7 +9,7 @@ import math
 import sys
 
 from services import runner_cli
-from services.bridges.specs import BRIDGES, direction, known, parse_versions
+from services.bridges.specs import BRIDGES, direction, installed_by_version, known
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +104,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if runner_cli.refuse_unknown(names, BRIDGES, "bridge"):
         return 2
     try:
-        versions = parse_versions(args.version)
+        versions = runner_cli.parse_versions(
+            args.version, BRIDGES, "bridge", by_version=installed_by_version
+        )
         scenarios = [registry.get(n) for n in args.scenario or runner.DEFAULT_SCENARIOS]
         directions = [direction(d) for d in args.direction] if args.direction else None
     except (ValueError, LookupError) as exc:

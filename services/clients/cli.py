@@ -9,7 +9,7 @@ import json
 import sys
 
 from services import runner_cli
-from services.clients.pins import CLIENTS, known, parse_versions
+from services.clients.pins import CLIENTS, known
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -115,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if runner_cli.refuse_unknown(names, CLIENTS, "client"):
         return 2
     try:
-        versions = parse_versions(args.version)
+        versions = runner_cli.parse_versions(args.version, CLIENTS, "client")
         scenarios = [registry.get(name) for name in args.scenario or registry.names()]
     except (ValueError, LookupError) as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
