@@ -61,6 +61,12 @@ def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[Row]) -> None:
     assert exit_code.value.code == 0
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bridges run``'s folder for its runs goes under the test's own directory."""
+    monkeypatch.setenv("MCP_LAB_BRIDGES_CACHE", str(tmp_path / "bridges"))
+
+
 @pytest.fixture
 def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "history.sqlite3"

@@ -32,6 +32,12 @@ OLD = {"connected": "yes", "read": "yes"}
 NEW = {"connected": "yes", "read": "yes", "subscribed": "yes", "notified": "yes"}
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clients run``'s folder for its runs goes under the test's own directory."""
+    monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
+
+
 @pytest.fixture
 def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The history in the test's own data directory (the default place, under it)."""

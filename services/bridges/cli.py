@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-from services import runner_cli
+from services import run_folders, runner_cli
 from services.bridges.specs import BRIDGES, direction, installed_by_version, known
 
 
@@ -117,21 +117,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    rows = asyncio.run(
-        runner.run_bridges(
-            names,
-            versions,
-            scenarios,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            directions=directions,
-            progress=progress,
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_bridges(
+                names,
+                versions,
+                scenarios,
+                runs=runs,
+                timeout=args.timeout,
+                jobs=args.jobs,
+                directions=directions,
+                progress=progress,
+            )
         )
-    )
     kept = history.keep(rows, "mcp-lab bridges")
     runner_cli.print_matrix(rows, args.format, to_json=matrix.to_json,
                             to_markdown=matrix.to_markdown, to_table=matrix.to_table)  # fmt: skip
-    runner_cli.say_where(progress, cache_dir() / "runs", kept, "mcp-lab bridges history")
+    runner_cli.say_where(progress, runs, kept, "mcp-lab bridges history")
     return 0
 
 

@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from services import runner_cli
+from services import run_folders, runner_cli
 from services.clients.pins import CLIENTS, known
 
 
@@ -124,18 +124,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    rows = asyncio.run(
-        runner.run_clients(
-            names,
-            versions,
-            scenarios,
-            tool=args.tool,
-            observe=args.observe,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            progress=progress,
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_clients(
+                names,
+                versions,
+                scenarios,
+                runs=runs,
+                tool=args.tool,
+                observe=args.observe,
+                timeout=args.timeout,
+                jobs=args.jobs,
+                progress=progress,
+            )
         )
-    )
     from services.clients.history_commands import keep
 
     kept = keep(rows, "run")
@@ -146,5 +148,5 @@ def _cmd_run(args: argparse.Namespace) -> int:
         to_markdown=matrix.to_markdown,
         to_table=matrix.to_table,
     )
-    runner_cli.say_where(progress, cache_dir() / "runs", kept, "mcp-lab clients history")
+    runner_cli.say_where(progress, runs, kept, "mcp-lab clients history")
     return 0

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from services import history_store, runner_cli
+from services import history_store, run_folders, runner_cli
 from services.clients import history
 from services.clients.matrix import Row
 from services.clients.pins import CLIENTS, known
@@ -117,7 +117,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from services.clients import runner, sweep
-    from services.clients.install import InstallError, released, resolve_version
+    from services.clients.install import InstallError, cache_dir, released, resolve_version
     from services.clients.versions import version_key
     from services.scenarios import registry
 
@@ -156,33 +156,36 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"mcp-lab: {exc}", file=sys.stderr)
             return 2
 
-    async def one(version: str) -> list[Row]:
-        rows = await runner.run_client(
-            spec,
-            version,
-            scenarios,
-            tool=args.tool,
-            observe=args.observe,
-            timeout=args.timeout,
-            progress=say,
-        )
-        keep(rows, history.SWEEP)
-        return rows
+    with run_folders.invocation(cache_dir() / "runs") as runs:
 
-    done = asyncio.run(
-        sweep.sweep(
-            spec.name,
-            versions,
-            one,
-            every=args.every,
-            bisect=args.bisect and args.versions is None,
-            run_all=args.versions is not None,
-            progress=say,
+        async def one(version: str) -> list[Row]:
+            rows = await runner.run_client(
+                spec,
+                version,
+                scenarios,
+                runs=runs,
+                tool=args.tool,
+                observe=args.observe,
+                timeout=args.timeout,
+                progress=say,
+            )
+            keep(rows, history.SWEEP)
+            return rows
+
+        done = asyncio.run(
+            sweep.sweep(
+                spec.name,
+                versions,
+                one,
+                every=args.every,
+                bisect=args.bisect and args.versions is None,
+                run_all=args.versions is not None,
+                progress=say,
+            )
         )
-    )
     if args.format == "json":
         print(json.dumps(done.to_json(), indent=2))
     else:
         print(sweep.to_table(done))
-    say(f"kept in the history: {history_store.history_path()} (mcp-lab clients history)")
+    runner_cli.say_where(say, runs, history_store.history_path(), "mcp-lab clients history")
     return 0 if any(not done.failed(v) for v in done.ran) else 1
