@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-from services import run_folders, runner_cli
+from services import runner_cli
 from services.bridges.specs import BRIDGES, direction, installed_by_version, known
 
 
@@ -96,6 +96,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.bridges import history, matrix, runner
     from services.bridges.install import cache_dir
     from services.scenarios import registry

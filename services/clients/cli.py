@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from services import run_folders, runner_cli
+from services import runner_cli
 from services.clients.pins import CLIENTS, known
 
 
@@ -107,6 +107,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.clients import matrix, runner
     from services.clients.install import cache_dir
     from services.scenarios import registry

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from services import history_store, run_folders, runner_cli
+from services import history_store, runner_cli
 from services.clients import history
 from services.clients.matrix import Row
 from services.clients.pins import CLIENTS, known
@@ -116,6 +116,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.clients import runner, sweep
     from services.clients.install import InstallError, cache_dir, released, resolve_version
     from services.clients.versions import version_key
