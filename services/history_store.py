@@ -1,4 +1,5 @@
-"""The matrix history's file: where it is, its schema (and its upgrades), how it is opened.
+"""The matrix history's file: where it is, its schema (and its upgrades), how it is
+opened, and its rows written and read (:func:`insert`, :func:`rows`, :func:`keep`).
 
 One SQLite file keeps every row of ``mcp-lab clients run`` / ``sweep``
 (:mod:`services.clients.history`, table ``verdicts``) and of ``mcp-lab bridges run``

@@ -1,7 +1,7 @@
 """What the runners' commands (``mcp-lab clients`` and ``mcp-lab bridges``) do alike:
-refuse unknown names, print the matrix in the format asked, say where the runs' files
-and the history are, and the ``history`` subcommand (each runner's history module
-gives its rows, cells and renderings)."""
+read ``--version NAME=X``, refuse unknown names, print the matrix in the format asked,
+say where the runs' files and the history are, and the ``history`` subcommand (each
+runner's history module gives its rows, cells and renderings)."""
 
 from __future__ import annotations
 
