@@ -24,7 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from services import run_folders  # noqa: E402
 from services.bridges import history, matrix, runner  # noqa: E402
+from services.bridges.install import cache_dir  # noqa: E402
 from services.bridges.specs import BRIDGES  # noqa: E402
 
 START = "<!-- bridges-table:start -->"
@@ -48,12 +50,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=runner.DEFAULT_JOBS)
     args = parser.parse_args()
     started = time.monotonic()
-    rows = asyncio.run(
-        runner.run_bridges(
-            list(BRIDGES), {}, runner.default_scenarios(), jobs=args.jobs,
-            progress=runner.say_on_stderr,
-        )
-    )  # fmt: skip
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_bridges(
+                list(BRIDGES), {}, runner.default_scenarios(), runs=runs, jobs=args.jobs,
+                progress=runner.say_on_stderr,
+            )
+        )  # fmt: skip
     seconds = time.monotonic() - started
     kept = history.keep(rows, "bridges_table")  # a bridges run like any other
     if args.json is not None:
@@ -76,6 +79,7 @@ def main() -> int:
         return 2
     args.doc.write_text(head + block + tail)
     print(f"wrote {args.doc} ({len(rows)} rows, {seconds:.0f} s)", file=sys.stderr)
+    print(f"each run's files: {runs}", file=sys.stderr)
     if kept is not None:
         print(f"kept in the history: {kept} (mcp-lab bridges history)", file=sys.stderr)
     return 1 if any(r.failure for r in rows) else 0

@@ -1,4 +1,5 @@
-"""The matrix history's file: where it is, its schema (and its upgrades), how it is opened.
+"""The matrix history's file: where it is, its schema (and its upgrades), how it is
+opened, and its rows written and read (:func:`insert`, :func:`rows`, :func:`keep`).
 
 One SQLite file keeps every row of ``mcp-lab clients run`` / ``sweep``
 (:mod:`services.clients.history`, table ``verdicts``) and of ``mcp-lab bridges run``
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,3 +155,33 @@ def select(where: Path, query: str, args: tuple[str, ...] = ()) -> list[tuple[ob
             if "no such table" in str(exc):
                 return []
             raise
+
+
+def insert(where: Path, table: str, columns: str, values: Sequence[tuple[object, ...]]) -> None:
+    """Add ``values`` (one tuple per row, in the order of ``columns``, names separated
+    by ", ") to ``table`` of the file at ``where``, created or upgraded first, in one
+    transaction."""
+    marks = ", ".join("?" * len(columns.split(", ")))
+    with closing(open_for_writing(where)) as db, db:
+        db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+
+
+def rows(where: Path, table: str, columns: str, **equal: str | None) -> list[tuple[object, ...]]:
+    """``columns`` of every row of ``table`` (oldest first) whose columns named in
+    ``equal`` have the values given (a None: any value); see :func:`select`."""
+    asked = {column: value for column, value in equal.items() if value is not None}
+    query = f"SELECT {columns} FROM {table}"
+    if asked:
+        query += " WHERE " + " AND ".join(f"{column} = ?" for column in asked)
+    return select(where, query + " ORDER BY id", tuple(asked.values()))
+
+
+def keep(write: Callable[[], Path], who: str) -> Path | None:
+    """``write()`` (a history's ``record`` of a command's rows), and the file it wrote;
+    a history that cannot be written is said (by ``who``) and gives None: the command
+    goes on (its rows are printed all the same)."""
+    try:
+        return write()
+    except (sqlite3.Error, OSError) as exc:
+        print(f"{who}: the history could not be written: {exc}", file=sys.stderr)
+        return None

@@ -179,10 +179,10 @@ async def fake_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Ro
     """The fake dropping updates, and the same fake dropping nothing, in ``single``."""
     monkeypatch.setenv("MCP_LAB_BRIDGES_CACHE", str(tmp_path))
     gate, single = asyncio.Semaphore(2), [registry.get("single")]
-    program = [sys.executable, str(FAKE)]
+    program, runs = [sys.executable, str(FAKE)], tmp_path / "runs"
     dropping, faithful = await asyncio.gather(
-        run_bridge(fake("fake-drop"), "0", single, gate=gate, program=program),
-        run_bridge(fake("fake-faithful"), "0", single, gate=gate,
+        run_bridge(fake("fake-drop"), "0", single, gate=gate, runs=runs, program=program),
+        run_bridge(fake("fake-faithful"), "0", single, gate=gate, runs=runs,
                    program=[*program, "--drop", "nothing"]),
     )  # fmt: skip
     return dropping[0], faithful[0]

@@ -20,7 +20,7 @@ from services.cli.main import main
 from services.clients import history as clients_history
 from services.clients.matrix import Check
 from services.clients.matrix import Row as ClientRow
-from services.history_store import SCHEMA_VERSION
+from services.history_store import HISTORY_ENV, SCHEMA_VERSION
 from tests.lab import ROOT
 
 WAY = "stdio->HTTP"
@@ -61,10 +61,16 @@ def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[Row]) -> None:
     assert exit_code.value.code == 0
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bridges run``'s folder for its runs goes under the test's own directory."""
+    monkeypatch.setenv("MCP_LAB_BRIDGES_CACHE", str(tmp_path / "bridges"))
+
+
 @pytest.fixture
 def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "history.sqlite3"
-    monkeypatch.setenv(clients_history.HISTORY_ENV, str(where))
+    monkeypatch.setenv(HISTORY_ENV, str(where))
     return where
 
 
@@ -157,7 +163,7 @@ def test_a_runner_failure_is_kept_and_is_no_change(tmp_path: Path) -> None:
 def test_the_history_command_as_a_process(kept: Path) -> None:
     history.record([row("0.15.1", False)], path=kept, when="2026-12-01T10:00:00Z")
     history.record([row("0.16.0", True)], path=kept, when="2026-12-02T10:00:00Z")
-    env = {**os.environ, clients_history.HISTORY_ENV: str(kept)}
+    env = {**os.environ, HISTORY_ENV: str(kept)}
     done = subprocess.run(
         [sys.executable, "-m", "services", "bridges", "history"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
@@ -224,7 +230,7 @@ def main_exit(argv: list[str]) -> None:
 def test_a_history_that_cannot_be_written_is_said_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(clients_history.HISTORY_ENV, str(tmp_path))  # a directory, not a file
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path))  # a directory, not a file
     bridges_run(monkeypatch, [row("0.16.0", True)])
     said = capsys.readouterr()
     assert json.loads(said.out)["bridges"][0]["version"] == "0.16.0"

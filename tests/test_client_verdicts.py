@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from services.clients import drivers
+from services.clients.install import cache_dir
 from services.clients.matrix import Row
 from services.clients.pins import ClientSpec
 from services.clients.runner import run_client
@@ -51,6 +52,11 @@ def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientSpec, Inst
     return spec, Installed(Path(sys.executable), [], driver, "0.1.0")
 
 
+def own_runs() -> Path:
+    """The runs' folder in the test's own cache (``_own_cache``)."""
+    return cache_dir() / "runs"
+
+
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs' folders go under the test's own directory, not the user's cache."""
@@ -60,8 +66,9 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 async def row_of(behaviour: str) -> Row:
     spec, installed = fake(behaviour)
     (row,) = await run_client(
-        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=120, installed=installed
-    )
+        spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=120,
+        installed=installed,
+    )  # fmt: skip
     assert row.runner_failed is None, row.notes
     assert row.client_info == "fake-agent/0.1.0"
     assert not any("wire capture disagrees" in n for n in row.notes), row.notes
@@ -149,8 +156,9 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
     scripted model: that says nothing of the client, so the row has no level."""
     spec, installed = fake("push", model_url="http://127.0.0.1:9")
     (row,) = await run_client(
-        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=60, installed=installed
-    )
+        spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=60,
+        installed=installed,
+    )  # fmt: skip
     assert row.level is None and row.to_json()["level_name"] == "runner failed"
     assert row.runner_failed is not None
     assert row.runner_failed.startswith("the CLI never reached the scripted model (exit code 1")
@@ -160,8 +168,9 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
 async def test_a_cli_that_never_contacts_the_lab_is_the_runners_failure_not_level_0() -> None:
     spec, installed = fake("offline")
     (row,) = await run_client(
-        spec, "0.1.0", [SINGLE], tool="off", observe=OBSERVE, timeout=60, installed=installed
-    )
+        spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=60,
+        installed=installed,
+    )  # fmt: skip
     assert row.level is None and row.runner_failed is not None, row.notes
     assert row.runner_failed.startswith("the CLI reached the scripted model but never contacted")
 
@@ -174,7 +183,7 @@ async def test_the_runner_plays_the_scenarios_timeline_for_the_client() -> None:
     for behaviour in ("push", "pull-only"):
         spec, installed = fake(behaviour)
         (rows[behaviour],) = await run_client(
-            spec, "0.1.0", [repeated], tool="off", observe=OBSERVE, timeout=120,
+            spec, "0.1.0", [repeated], runs=own_runs(), tool="off", observe=OBSERVE, timeout=120,
             installed=installed,
         )  # fmt: skip
     push, pull = rows["push"], rows["pull-only"]

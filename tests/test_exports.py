@@ -17,6 +17,7 @@ from services.bridges.verdict import Cell as BridgeCell
 from services.bridges.verdict import Row as BridgeRow
 from services.clients import history
 from services.clients.matrix import Check, Row
+from services.history_store import HISTORY_ENV
 from tests.lab import STATUS_URI, connect
 from tests.test_security import aget
 
@@ -98,7 +99,7 @@ async def test_the_matrix_is_the_history_of_clients_runs(
     inproc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kept = tmp_path / "history.sqlite3"
-    monkeypatch.setenv(history.HISTORY_ENV, str(kept))
+    monkeypatch.setenv(HISTORY_ENV, str(kept))
     _, url = await inproc.server()
     base = url.removesuffix("/mcp")
     empty = await aget(f"{base}/api/matrix")

@@ -13,6 +13,7 @@ import pytest
 from services.cli.main import main
 from services.clients import history, runner
 from services.clients.matrix import CHECKLIST, Check, Row
+from services.history_store import HISTORY_ENV
 
 BOXES = list(CHECKLIST)
 
@@ -31,10 +32,16 @@ OLD = {"connected": "yes", "read": "yes"}
 NEW = {"connected": "yes", "read": "yes", "subscribed": "yes", "notified": "yes"}
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clients run``'s folder for its runs goes under the test's own directory."""
+    monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
+
+
 @pytest.fixture
 def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The history in the test's own data directory (the default place, under it)."""
-    monkeypatch.delenv(history.HISTORY_ENV, raising=False)
+    monkeypatch.delenv(HISTORY_ENV, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return tmp_path / "data" / "mcp-lab" / "history.sqlite3"
 

@@ -6,10 +6,10 @@ import argparse
 import asyncio
 import json
 import math
-import sqlite3
 import sys
 
-from services.bridges.specs import BRIDGES, direction, known, parse_versions
+from services import runner_cli
+from services.bridges.specs import BRIDGES, direction, installed_by_version, known
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,19 +60,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
-    shown = actions.add_parser(
-        "history",
-        help="every bridges run kept: per bridge, direction and scenario, the marks over "
+    runner_cli.add_history_parser(
+        actions,
+        kind="bridge",
+        summary="every bridges run kept: per bridge, direction and scenario, the marks over "
         "versions and dates, each change marked",
-    )
-    shown.add_argument("--bridge", default=None, metavar="NAME", help="this bridge only")
-    shown.add_argument("--scenario", default=None, metavar="NAME", help="this scenario only")
-    shown.add_argument(
-        "--format", choices=["table", "json"], default="table",
-        help="table: per bridge, direction and scenario, one line per version (default); "
+        formats="table: per bridge, direction and scenario, one line per version (default); "
         "json: each cell's latest marks, entries and changes",
-    )  # fmt: skip
-    shown.set_defaults(func=_cmd_history)
+        func=_cmd_history,
+    )
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -100,17 +96,18 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.bridges import history, matrix, runner
     from services.bridges.install import cache_dir
     from services.scenarios import registry
 
     names = args.bridge or list(BRIDGES)
-    unknown = [n for n in names if n not in BRIDGES]
-    if unknown:
-        print(f"mcp-lab: unknown bridge(s) {unknown}; known: {known()}", file=sys.stderr)
+    if runner_cli.refuse_unknown(names, BRIDGES, "bridge"):
         return 2
     try:
-        versions = parse_versions(args.version)
+        versions = runner_cli.parse_versions(
+            args.version, BRIDGES, "bridge", by_version=installed_by_version
+        )
         scenarios = [registry.get(n) for n in args.scenario or runner.DEFAULT_SCENARIOS]
         directions = [direction(d) for d in args.direction] if args.direction else None
     except (ValueError, LookupError) as exc:
@@ -121,49 +118,36 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    rows = asyncio.run(
-        runner.run_bridges(
-            names,
-            versions,
-            scenarios,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            directions=directions,
-            progress=progress,
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_bridges(
+                names,
+                versions,
+                scenarios,
+                runs=runs,
+                timeout=args.timeout,
+                jobs=args.jobs,
+                directions=directions,
+                progress=progress,
+            )
         )
-    )
     kept = history.keep(rows, "mcp-lab bridges")
-    if args.format == "json":
-        print(matrix.to_json(rows))
-    elif args.format == "markdown":
-        print(matrix.to_markdown(rows), end="")
-    else:
-        print(matrix.to_table(rows))
-    progress(f"each run's files: {cache_dir() / 'runs'}")
-    if kept is not None:
-        progress(f"kept in the history: {kept} (mcp-lab bridges history)")
+    runner_cli.print_matrix(rows, args.format, to_json=matrix.to_json,
+                            to_markdown=matrix.to_markdown, to_table=matrix.to_table)  # fmt: skip
+    runner_cli.say_where(progress, runs, kept, "mcp-lab bridges history")
     return 0
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from services.bridges import history
-    from services.history_store import history_path
 
-    where = history_path()
-    try:
-        entries = history.read(where, args.bridge)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"mcp-lab: the history in {where} could not be read: {exc}", file=sys.stderr)
-        return 1
-    if args.scenario is not None:
-        entries = [e for e in entries if e.scenario == args.scenario]
-    found = history.cells(entries)
-    if args.format == "json":
-        print(json.dumps(history.to_json(found, where), indent=2))
-    elif not found and (args.bridge or args.scenario):
-        asked = (("bridge", args.bridge), ("scenario", args.scenario))
-        wanted = " and ".join(f"{k} {v}" for k, v in asked if v)
-        print(f"nothing kept for {wanted} in {where}")
-    else:
-        print(history.to_table(found, where))
-    return 0
+    return runner_cli.show_history(
+        "bridge",
+        args.bridge,
+        args.scenario,
+        args.format,
+        read=history.read,
+        cells=history.cells,
+        to_json=history.to_json,
+        to_table=history.to_table,
+    )

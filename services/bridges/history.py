@@ -13,18 +13,14 @@ matrix (``/api/matrix``) carries each cell's latest marks with the history behin
 from __future__ import annotations
 
 import json
-import sqlite3
-import sys
-from collections.abc import Iterable, Iterator
-from contextlib import closing
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from services import untrusted
+from services import history_cells, history_store, untrusted
 from services.bridges.verdict import NOT_APPLICABLE, STEPS, Row
-from services.clients.versions import version_key
-from services.history_store import history_path, lab_version, now, open_for_writing, select
+from services.history_store import history_path, insert, lab_version, now, rows
 
 CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
 _WHY_CHARS = 100
@@ -58,20 +54,14 @@ def record(rows: Iterable[Row], *, path: Path | None = None, when: str | None = 
         )
         for row in rows
     ]
-    with closing(open_for_writing(where)) as db, db:
-        marks = ", ".join("?" * len(_COLUMNS.split(", ")))
-        db.executemany(f"INSERT INTO bridge_verdicts ({_COLUMNS}) VALUES ({marks})", values)
+    insert(where, "bridge_verdicts", _COLUMNS, values)
     return where
 
 
-def keep(rows: list[Row], who: str) -> Path | None:
-    """Keep ``rows`` in the history; a history that cannot be written is said (by
+def keep(made: list[Row], who: str) -> Path | None:
+    """Keep ``made`` in the history; a history that cannot be written is said (by
     ``who``), and the command goes on (its rows are printed all the same)."""
-    try:
-        return record(rows)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"{who}: the history could not be written: {exc}", file=sys.stderr)
-        return None
+    return history_store.keep(lambda: record(made), who)
 
 
 @dataclass
@@ -116,6 +106,9 @@ class Entry:
         out[_LEVEL] = "-" if self.lab_level is None else str(self.lab_level)
         return out
 
+    def take_newest(self, newer: Entry) -> None:
+        self.notes, self.runs, self.failure = newer.notes, newer.runs, newer.failure
+
     def to_json(self) -> dict[str, Any]:
         return {
             "recorded": self.recorded,
@@ -138,11 +131,8 @@ class Entry:
 def read(path: Path | None = None, bridge: str | None = None) -> list[Entry]:
     """Every kept row (of ``bridge``), oldest first; none when there is no history yet
     (or only one of a schema before the bridges'). The file is opened read-only."""
-    query = f"SELECT {_COLUMNS} FROM bridge_verdicts"
-    args: tuple[str, ...] = ()
-    if bridge is not None:
-        query, args = query + " WHERE bridge = ?", (bridge,)
-    return [_entry(r) for r in select(path or history_path(), query + " ORDER BY id", args)]
+    found = rows(path or history_path(), "bridge_verdicts", _COLUMNS, bridge=bridge)
+    return [_entry(r) for r in found]
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
@@ -154,109 +144,30 @@ def _entry(row: tuple[Any, ...]) -> Entry:
     )  # fmt: skip
 
 
-@dataclass
-class Change:
-    """What changed from one verdict to the next in a cell."""
-
-    version: str
-    recorded: str
-    previous_version: str
-    fields: list[tuple[str, str, str]]  # (key, before, after)
-
-    def text(self) -> str:
-        moved = "; ".join(f"{STEPS.get(k, k)} {b} (was {a})" for k, a, b in self.fields)
-        return f"{self.version}: {moved}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "previous_version": self.previous_version,
-            "recorded": self.recorded,
-            "text": self.text(),
-            "fields": [{"key": k, "before": a, "after": b} for k, a, b in self.fields],
-        }
+class Change(history_cells.Change):
+    def moved(self, key: str, before: str, after: str) -> str:
+        return f"{STEPS.get(key, key)} {after} (was {before})"
 
 
 @dataclass
-class Cell:
+class Cell(history_cells.Cell[Entry]):
     """One bridge in one direction and scenario, over versions and dates."""
 
     bridge: str
     direction: str
     scenario: str
-    entries: list[Entry] = field(default_factory=list)  # in version order, then by date
-    changes: list[Change | None] = field(default_factory=list)  # per entry: what changed
-
-    @property
-    def latest(self) -> Entry:
-        """Of the highest version run, its most recent row (a runner failure only when
-        there is nothing else: it says nothing of the bridge)."""
-        told = [e for e in self.entries if not e.failed] or self.entries
-        return max(told, key=lambda e: (version_key(e.version), e.last_recorded))
 
     def to_json(self, limit: int | None = None) -> dict[str, Any]:
-        pairs = list(zip(self.entries, self.changes, strict=True))
-        if limit is not None:
-            pairs = pairs[-limit:]
-        return {
-            "direction": self.direction,
-            "scenario": self.scenario,
-            "latest": self.latest.to_json(),
-            "entries": [
-                {**e.to_json(), "change": None if c is None else c.to_json()} for e, c in pairs
-            ],
-            "changes": [c.to_json() for _, c in pairs if c is not None],
-            "entries_left_out": len(self.entries) - len(pairs),
-        }
+        return {"direction": self.direction, "scenario": self.scenario,
+                **self.history_json(limit)}  # fmt: skip
 
 
 def cells(entries: Iterable[Entry]) -> list[Cell]:
     """The entries as cells (bridge, direction, scenario), each in version order then
     by date; identical verdicts of one version in a row are taken together, and each
     verdict that differs from the one before it (runner failures skipped) is a change."""
-    grouped: dict[tuple[str, str, str], list[Entry]] = {}
-    for entry in entries:
-        grouped.setdefault((entry.bridge, entry.direction, entry.scenario), []).append(entry)
-    out = []
-    for (bridge, way, scenario), found in grouped.items():
-        cell = Cell(bridge, way, scenario)
-        cell.entries = list(
-            _merged(sorted(found, key=lambda e: (version_key(e.version), e.recorded)))
-        )
-        previous: Entry | None = None
-        for entry in cell.entries:
-            change = None
-            if not entry.failed and previous is not None:
-                before, after = previous.verdict(), entry.verdict()
-                moved = [(k, before[k], after[k]) for k in after if before[k] != after[k]]
-                if moved:
-                    change = Change(entry.version, entry.recorded, previous.version, moved)
-            cell.changes.append(change)
-            if not entry.failed:
-                previous = entry
-        out.append(cell)
-    return sorted(out, key=lambda c: (c.bridge, c.direction, c.scenario))
-
-
-def _merged(ordered: list[Entry]) -> Iterator[Entry]:
-    held: Entry | None = None
-    for entry in ordered:
-        if (
-            held is not None
-            and held.version == entry.version
-            and held.failed == entry.failed
-            and held.verdict() == entry.verdict()
-        ):
-            held.count += 1
-            held.last_recorded = entry.recorded
-            held.notes, held.runs, held.failure = entry.notes, entry.runs, entry.failure
-            continue
-        if held is not None:
-            yield held
-        held = entry
-        held.last_recorded = entry.recorded
-    if held is not None:
-        yield held
+    found = history_cells.by_cell(entries, lambda e: (e.bridge, e.direction, e.scenario))
+    return [Cell(*names).fill(kept, Change) for names, kept in found]
 
 
 # -- renderings -----------------------------------------------------------------------
@@ -269,13 +180,6 @@ def _marks_text(entry: Entry) -> str:
     level = "-" if entry.lab_level is None else entry.lab_level
     tail = f"protocol {entry.client_protocol} / {entry.lab_protocol}, lab level {level}"
     return ", ".join([*shown, tail])
-
-
-def _when(entry: Entry) -> str:
-    first = entry.recorded[:16].replace("T", " ")
-    if entry.count == 1:
-        return first
-    return f"{first} (+{entry.count - 1} more to {entry.last_recorded[:10]})"
 
 
 def to_table(found: list[Cell], where: Path) -> str:
@@ -293,7 +197,7 @@ def to_table(found: list[Cell], where: Path) -> str:
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
             version = untrusted.shown(entry.version, untrusted.TABLE_CELL_CHARS)
-            head = f"    {_when(entry):<19}  {version:<10}  lab {entry.lab_version:<7}"
+            head = f"    {history_cells.when(entry):<19}  {version:<10}  lab {entry.lab_version:<7}"
             if entry.failed:
                 why = entry.failure or "; ".join(entry.notes) or "not run"
                 shown = untrusted.escape(untrusted.cut(why, _WHY_CHARS))

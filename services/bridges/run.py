@@ -12,8 +12,9 @@ lab in one direction, a wire tap on each side, the scenario's ideal flow.
   has sent the update (to no open stream): only a bridge that reconnects with
   ``Last-Event-ID`` gets it replayed and brings it to the client.
 
-Every file of the run stays in its folder under the cache (:func:`runs_dir`): the
-bridge's output, both wires, the probe's steps, the lab's logs and evidence.
+Every file of the run stays in its folder in the invocation's folder (:func:`runs_dir`,
+:mod:`services.run_folders`): the bridge's output, both wires, the probe's steps, the
+lab's logs and evidence.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from typing import Any, TextIO
 from mcp.client.stdio import StdioServerParameters
 
 from services import contract
-from services.bridges.install import cache_dir
 from services.bridges.specs import HTTP, PATHS, STDIO, BridgeSpec, Direction, Ends, Invocation
 from services.cli.embedded_redis import free_port
 from services.cli.probe import Probe
@@ -125,10 +125,11 @@ class Outcome:
         return [s for s in self.steps if s.step == name]
 
 
-def runs_dir(name: str, version: str, plan: RunPlan) -> Path:
-    """Where the last run of ``name@version`` with ``plan`` keeps its files."""
+def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
+    """Where the run of ``name@version`` with ``plan`` keeps its files, in ``runs`` (its
+    invocation's folder, :mod:`services.run_folders`)."""
     way = plan.direction.name.replace("->", "-to-")
-    return cache_dir() / "runs" / f"{name}-{version}" / way / plan.label
+    return runs / f"{name}-{version}" / way / plan.label
 
 
 def _now_ms() -> int:
@@ -189,9 +190,10 @@ def _read_wire(path: Path) -> list[WireMessage]:
 
 
 async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
-                   root: Path) -> Outcome:  # fmt: skip
-    """One run (see the module docstring); ``root``: a temporary folder for the lab."""
-    folder = _fresh(runs_dir(spec.name, version, plan))
+                   root: Path, runs: Path) -> Outcome:  # fmt: skip
+    """One run (see the module docstring); ``root``: a temporary folder for the lab;
+    ``runs``: the invocation's folder, where the run keeps its files."""
+    folder = _fresh(runs_dir(runs, spec.name, version, plan))
     outcome = Outcome(plan, _now_ms(), folder=folder)
     home, work = root / "home", root / "work"
     home.mkdir()

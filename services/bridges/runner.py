@@ -50,13 +50,16 @@ async def run_bridge(
     scenarios: list[Scenario],
     *,
     gate: asyncio.Semaphore,
+    runs: Path,
     timeout: float = DEFAULT_TIMEOUT,
     program: list[str] | None = None,
     directions: list[Direction] | None = None,
     progress: Progress = _quiet,
 ) -> list[Row]:
     """One bridge's rows, a direction and scenario each; one row saying why when it
-    cannot be installed. ``program``: a bridge already on disk (a test's own)."""
+    cannot be installed. ``runs``: the invocation's folder (:mod:`services.run_folders`),
+    where each run keeps its files. ``program``: a bridge already on disk (a test's
+    own)."""
     if spec.not_installable:
         return [Row(spec.name, "-", "-", "-", notes=[spec.not_installable])]
     if program is None:
@@ -74,7 +77,7 @@ async def run_bridge(
             started = time.monotonic()
             with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
                 assert program is not None
-                outcome = await run_once(spec, version, program, plan, Path(root))
+                outcome = await run_once(spec, version, program, plan, Path(root), runs)
             return outcome, time.monotonic() - started
 
     async def made_row(way: Direction, scenario: Scenario) -> Row:
@@ -99,13 +102,15 @@ async def run_bridges(
     versions: dict[str, str],
     scenarios: list[Scenario],
     *,
+    runs: Path,
     timeout: float = DEFAULT_TIMEOUT,
     jobs: int = DEFAULT_JOBS,
     directions: list[Direction] | None = None,
     progress: Progress = _quiet,
 ) -> list[Row]:
     """Rows of ``names`` in ``scenarios``, in the order of ``names``; ``jobs`` runs at
-    a time, all bridges together."""
+    a time, all bridges together; each run's files in ``runs`` (the invocation's
+    folder)."""
     warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
     gate = asyncio.Semaphore(max(1, jobs))
     results = await asyncio.gather(
@@ -115,6 +120,7 @@ async def run_bridges(
                 versions.get(name, BRIDGES[name].version),
                 scenarios,
                 gate=gate,
+                runs=runs,
                 timeout=timeout,
                 directions=directions,
                 progress=progress,

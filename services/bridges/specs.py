@@ -285,20 +285,11 @@ def fastmcp_program() -> list[str]:
     return [sys.executable, "-m", "services.bridges.fastmcp_proxy"]
 
 
-def parse_versions(pairs: list[str]) -> dict[str, str]:
-    """``NAME=VERSION`` overrides; raises ValueError naming the bad one."""
-    versions: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, version = pair.partition("=")
-        if not sep or not version:
-            raise ValueError(f"--version {pair!r}: expected NAME=VERSION")
-        spec = BRIDGES.get(name)
-        if spec is None:
-            raise ValueError(f"--version {pair!r}: unknown bridge {name!r} (known: {known()})")
-        if spec.source not in (NPM, PYPI) or spec.not_installable:
-            raise ValueError(f"--version {pair!r}: {name} is not installed by version")
-        versions[name] = version
-    return versions
+def installed_by_version(name: str) -> bool:
+    """Whether ``--version NAME=X`` can pick the version of bridge ``name`` (npm and
+    PyPI bridges)."""
+    spec = BRIDGES[name]
+    return spec.source in (NPM, PYPI) and not spec.not_installable
 
 
 def known() -> str:

@@ -8,7 +8,8 @@ import asyncio
 import json
 import sys
 
-from services.clients.pins import CLIENTS, known, parse_versions
+from services import runner_cli
+from services.clients.pins import CLIENTS, known
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -106,17 +107,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.clients import matrix, runner
     from services.clients.install import cache_dir
     from services.scenarios import registry
 
     names = args.client or list(CLIENTS)
-    unknown = [n for n in names if n not in CLIENTS]
-    if unknown:
-        print(f"mcp-lab: unknown client(s) {unknown}; known: {known()}", file=sys.stderr)
+    if runner_cli.refuse_unknown(names, CLIENTS, "client"):
         return 2
     try:
-        versions = parse_versions(args.version)
+        versions = runner_cli.parse_versions(args.version, CLIENTS, "client")
         scenarios = [registry.get(name) for name in args.scenario or registry.names()]
     except (ValueError, LookupError) as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
@@ -125,28 +125,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    rows = asyncio.run(
-        runner.run_clients(
-            names,
-            versions,
-            scenarios,
-            tool=args.tool,
-            observe=args.observe,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            progress=progress,
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_clients(
+                names,
+                versions,
+                scenarios,
+                runs=runs,
+                tool=args.tool,
+                observe=args.observe,
+                timeout=args.timeout,
+                jobs=args.jobs,
+                progress=progress,
+            )
         )
-    )
     from services.clients.history_commands import keep
 
     kept = keep(rows, "run")
-    if args.format == "json":
-        print(matrix.to_json(rows))
-    elif args.format == "markdown":
-        print(matrix.to_markdown(rows), end="")
-    else:
-        print(matrix.to_table(rows))
-    progress(f"each run's files: {cache_dir() / 'runs'}")
-    if kept is not None:
-        progress(f"kept in the history: {kept} (mcp-lab clients history)")
+    runner_cli.print_matrix(
+        rows,
+        args.format,
+        to_json=matrix.to_json,
+        to_markdown=matrix.to_markdown,
+        to_table=matrix.to_table,
+    )
+    runner_cli.say_where(progress, runs, kept, "mcp-lab clients history")
     return 0

@@ -22,23 +22,14 @@ rows are in the same file (:mod:`services.bridges.history`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from contextlib import closing
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services import history_cells
 from services.clients.matrix import CHECKLIST, Row, level_name
-from services.clients.versions import version_key
-from services.history_store import (  # noqa: F401  (HISTORY_ENV, SCHEMA_VERSION: for callers)
-    HISTORY_ENV,
-    SCHEMA_VERSION,
-    history_path,
-    lab_version,
-    now,
-    open_for_writing,
-    select,
-)
+from services.history_store import history_path, insert, lab_version, now, rows
 
 RUN, SWEEP = "run", "sweep"
 CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
@@ -79,9 +70,7 @@ def record(
         )
         for row in rows
     ]
-    with closing(open_for_writing(where)) as db, db:
-        marks = ", ".join("?" * len(_COLUMNS.split(", ")))
-        db.executemany(f"INSERT INTO verdicts ({_COLUMNS}) VALUES ({marks})", values)
+    insert(where, "verdicts", _COLUMNS, values)
     return where
 
 
@@ -121,6 +110,11 @@ class Entry:
             out[f"check:{check.get('title') or check.get('key')}"] = str(check.get("answer"))
         return out
 
+    def take_newest(self, newer: Entry) -> None:
+        if newer.source not in self.source.split("+"):
+            self.source += f"+{newer.source}"
+        self.notes, self.runs = newer.notes, newer.runs  # the newest run's
+
     def level_text(self) -> str:
         if self.level is None:
             return "- runner failed" if self.runner_failed else "- not run"
@@ -149,11 +143,7 @@ class Entry:
 def read(path: Path | None = None, client: str | None = None) -> list[Entry]:
     """Every kept row (of ``client``), oldest first; none when there is no history yet.
     The file is opened read-only."""
-    query = f"SELECT {_COLUMNS} FROM verdicts"
-    args: tuple[str, ...] = ()
-    if client is not None:
-        query, args = query + " WHERE client = ?", (client,)
-    return [_entry(r) for r in select(path or history_path(), query + " ORDER BY id", args)]
+    return [_entry(r) for r in rows(path or history_path(), "verdicts", _COLUMNS, client=client)]
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
@@ -165,126 +155,31 @@ def _entry(row: tuple[Any, ...]) -> Entry:
     )  # fmt: skip
 
 
-@dataclass
-class Change:
-    """What changed from one verdict to the next in a cell."""
-
-    version: str
-    recorded: str
-    previous_version: str
-    fields: list[tuple[str, str, str]]  # (key, before, after)
-
-    def text(self) -> str:
-        moved = "; ".join(
-            f"level {a} -> {b}" if k == "level" else f"{_title(k)}: {a} -> {b}"
-            for k, a, b in self.fields
-        )
-        return f"{self.version}: {moved}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "previous_version": self.previous_version,
-            "recorded": self.recorded,
-            "text": self.text(),
-            "fields": [{"key": k, "before": a, "after": b} for k, a, b in self.fields],
-        }
-
-
-def _title(key: str) -> str:
-    return key.removeprefix("check:")
+class Change(history_cells.Change):
+    def moved(self, key: str, before: str, after: str) -> str:
+        if key == "level":
+            return f"level {before} -> {after}"
+        return f"{key.removeprefix('check:')}: {before} -> {after}"
 
 
 @dataclass
-class Cell:
+class Cell(history_cells.Cell[Entry]):
     """One client in one scenario and lab setup, over versions and dates."""
 
     client: str
     scenario: str
     setup: str
-    entries: list[Entry] = field(default_factory=list)  # in version order, then by date
-    changes: list[Change | None] = field(default_factory=list)  # per entry: what changed
-
-    @property
-    def latest(self) -> Entry:
-        """The newest verdict: of the highest version run, its most recent run (a runner
-        failure only when there is nothing else: it says nothing of the client)."""
-        told = [e for e in self.entries if not e.failed] or self.entries
-        return max(told, key=lambda e: (version_key(e.version), e.last_recorded))
 
     def to_json(self, limit: int | None = None) -> dict[str, Any]:
-        pairs = list(zip(self.entries, self.changes, strict=True))
-        if limit is not None:
-            pairs = pairs[-limit:]
-        return {
-            "scenario": self.scenario,
-            "setup": self.setup,
-            "latest": self.latest.to_json(),
-            "entries": [
-                {**e.to_json(), "change": None if c is None else c.to_json()} for e, c in pairs
-            ],
-            "changes": [c.to_json() for _, c in pairs if c is not None],
-            "entries_left_out": len(self.entries) - len(pairs),
-        }
+        return {"scenario": self.scenario, "setup": self.setup, **self.history_json(limit)}
 
 
 def cells(entries: Iterable[Entry]) -> list[Cell]:
     """The entries as cells (client, scenario, setup), each in version order then by
     date; identical verdicts of one version in a row are taken together, and each
     verdict that differs from the one before it (runner failures skipped) is a change."""
-    grouped: dict[tuple[str, str, str], list[Entry]] = {}
-    for entry in entries:
-        grouped.setdefault((entry.client, entry.scenario, entry.setup), []).append(entry)
-    out = []
-    for (client, scenario, setup), found in grouped.items():
-        ordered = sorted(found, key=lambda e: (version_key(e.version), e.recorded))
-        cell = Cell(client, scenario, setup)
-        for entry in _merged(ordered):
-            cell.entries.append(entry)
-        previous: Entry | None = None
-        for entry in cell.entries:
-            change = None
-            if not entry.failed and previous is not None:
-                fields = _differences(previous.verdict(), entry.verdict())
-                if fields:
-                    change = Change(entry.version, entry.recorded, previous.version, fields)
-            cell.changes.append(change)
-            if not entry.failed:
-                previous = entry
-        out.append(cell)
-    return sorted(out, key=lambda c: (c.client, c.scenario, c.setup))
-
-
-def _merged(ordered: list[Entry]) -> Iterator[Entry]:
-    held: Entry | None = None
-    for entry in ordered:
-        if (
-            held is not None
-            and held.version == entry.version
-            and held.verdict() == entry.verdict()
-            and held.failed == entry.failed
-        ):
-            held.count += 1
-            held.last_recorded = entry.recorded
-            if entry.source not in held.source.split("+"):
-                held.source += f"+{entry.source}"
-            held.notes, held.runs = entry.notes, entry.runs  # the newest run's
-            continue
-        if held is not None:
-            yield held
-        held = entry
-        held.last_recorded = entry.recorded
-    if held is not None:
-        yield held
-
-
-def _differences(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str, str]]:
-    keys = list(before) + [k for k in after if k not in before]
-    return [
-        (k, before.get(k, "-"), after.get(k, "-"))
-        for k in keys
-        if before.get(k, "-") != after.get(k, "-")
-    ]
+    found = history_cells.by_cell(entries, lambda e: (e.client, e.scenario, e.setup))
+    return [Cell(*names).fill(kept, Change) for names, kept in found]
 
 
 # -- renderings -----------------------------------------------------------------------
@@ -294,13 +189,6 @@ def _answers_text(entry: Entry) -> str:
     boxes = [f"{CHECKLIST.get(k, k)} {v}" for k, v in entry.answers.items()]
     checks = [f"{c.get('title')} {c.get('answer')}" for c in entry.checks]
     return ", ".join(boxes + checks)
-
-
-def _when(entry: Entry) -> str:
-    first = entry.recorded[:16].replace("T", " ")
-    if entry.count == 1:
-        return first
-    return f"{first} (+{entry.count - 1} more to {entry.last_recorded[:10]})"
 
 
 def to_table(found: list[Cell], where: Path) -> str:
@@ -315,8 +203,9 @@ def to_table(found: list[Cell], where: Path) -> str:
         lines.append(f"  {cell.scenario} ({cell.setup})")
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
+            when = history_cells.when(entry)
             head = (
-                f"    {_when(entry):<19}  {entry.version:<10}  lab {entry.lab_version:<7} "
+                f"    {when:<19}  {entry.version:<10}  lab {entry.lab_version:<7} "
                 f"{entry.source:<9}  level {entry.level_text()}"
             )
             if entry.failed:

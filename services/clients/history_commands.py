@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 from pathlib import Path
 
+from services import history_store, runner_cli
 from services.clients import history
 from services.clients.matrix import Row
 from services.clients.pins import CLIENTS, known
@@ -18,30 +18,20 @@ from services.clients.pins import CLIENTS, known
 def keep(rows: list[Row], source: str) -> Path | None:
     """Keep ``rows`` in the history; a history that cannot be written is said, and the
     command goes on (its rows are printed all the same)."""
-    try:
-        return history.record(rows, source)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"mcp-lab clients: the history could not be written: {exc}", file=sys.stderr)
-        return None
+    return history_store.keep(lambda: history.record(rows, source), "mcp-lab clients")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
     """Add ``history`` and ``sweep`` to ``mcp-lab clients``."""
-    shown = actions.add_parser(
-        "history",
-        help="every clients run and sweep kept: per client, the verdict over versions and "
+    runner_cli.add_history_parser(
+        actions,
+        kind="client",
+        summary="every clients run and sweep kept: per client, the verdict over versions and "
         "dates, each change marked",
-    )
-    shown.add_argument("--client", default=None, metavar="NAME", help="this client only")
-    shown.add_argument("--scenario", default=None, metavar="NAME", help="this scenario only")
-    shown.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table: per client, scenario and setup, one line per version (default); json: "
+        formats="table: per client, scenario and setup, one line per version (default); json: "
         "each cell's latest verdict, entries and changes",
+        func=_cmd_history,
     )
-    shown.set_defaults(func=_cmd_history)
 
     sweep = actions.add_parser(
         "sweep",
@@ -113,29 +103,22 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    where = history.history_path()
-    try:
-        entries = history.read(where, args.client)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"mcp-lab: the history in {where} could not be read: {exc}", file=sys.stderr)
-        return 1
-    if args.scenario is not None:
-        entries = [e for e in entries if e.scenario == args.scenario]
-    found = history.cells(entries)
-    if args.format == "json":
-        print(json.dumps(history.to_json(found, where), indent=2))
-    elif not found and (args.client or args.scenario):
-        asked = (("client", args.client), ("scenario", args.scenario))
-        wanted = " and ".join(f"{k} {v}" for k, v in asked if v)
-        print(f"nothing kept for {wanted} in {where}")
-    else:
-        print(history.to_table(found, where))
-    return 0
+    return runner_cli.show_history(
+        "client",
+        args.client,
+        args.scenario,
+        args.format,
+        read=history.read,
+        cells=history.cells,
+        to_json=history.to_json,
+        to_table=history.to_table,
+    )
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from services import run_folders
     from services.clients import runner, sweep
-    from services.clients.install import InstallError, released, resolve_version
+    from services.clients.install import InstallError, cache_dir, released, resolve_version
     from services.clients.versions import version_key
     from services.scenarios import registry
 
@@ -174,33 +157,36 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"mcp-lab: {exc}", file=sys.stderr)
             return 2
 
-    async def one(version: str) -> list[Row]:
-        rows = await runner.run_client(
-            spec,
-            version,
-            scenarios,
-            tool=args.tool,
-            observe=args.observe,
-            timeout=args.timeout,
-            progress=say,
-        )
-        keep(rows, history.SWEEP)
-        return rows
+    with run_folders.invocation(cache_dir() / "runs") as runs:
 
-    done = asyncio.run(
-        sweep.sweep(
-            spec.name,
-            versions,
-            one,
-            every=args.every,
-            bisect=args.bisect and args.versions is None,
-            run_all=args.versions is not None,
-            progress=say,
+        async def one(version: str) -> list[Row]:
+            rows = await runner.run_client(
+                spec,
+                version,
+                scenarios,
+                runs=runs,
+                tool=args.tool,
+                observe=args.observe,
+                timeout=args.timeout,
+                progress=say,
+            )
+            keep(rows, history.SWEEP)
+            return rows
+
+        done = asyncio.run(
+            sweep.sweep(
+                spec.name,
+                versions,
+                one,
+                every=args.every,
+                bisect=args.bisect and args.versions is None,
+                run_all=args.versions is not None,
+                progress=say,
+            )
         )
-    )
     if args.format == "json":
         print(json.dumps(done.to_json(), indent=2))
     else:
         print(sweep.to_table(done))
-    say(f"kept in the history: {history.history_path()} (mcp-lab clients history)")
+    runner_cli.say_where(say, runs, history_store.history_path(), "mcp-lab clients history")
     return 0 if any(not done.failed(v) for v in done.ran) else 1

@@ -123,18 +123,5 @@ CLIENTS: dict[str, ClientSpec] = {
 }
 
 
-def parse_versions(pairs: list[str]) -> dict[str, str]:
-    """``NAME=VERSION`` overrides; raises ValueError naming the bad one."""
-    versions: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, version = pair.partition("=")
-        if not sep or not version:
-            raise ValueError(f"--version {pair!r}: expected NAME=VERSION")
-        if name not in CLIENTS:
-            raise ValueError(f"--version {pair!r}: unknown client {name!r} (known: {known()})")
-        versions[name] = version
-    return versions
-
-
 def known() -> str:
     return ", ".join(CLIENTS)

@@ -34,6 +34,7 @@ from services.clients.runs import (
     run_agent,
     run_inspector,
     run_interactive,
+    runs_dir,
 )
 from services.clients.verdict import to_row
 from services.scenarios.scenario import Scenario
@@ -73,6 +74,7 @@ async def run_client(
     version: str,
     scenarios: list[Scenario],
     *,
+    runs: Path,
     tool: str = "auto",
     observe: float = DEFAULT_OBSERVE_SECONDS,
     timeout: float = DEFAULT_RUN_TIMEOUT,
@@ -81,7 +83,9 @@ async def run_client(
 ) -> list[Row]:
     """One client's rows, one per scenario and lab setup that apply; a single row saying
     why when the runner could not install it (or it cannot be installed offline).
-    ``installed``: a client that is already on disk (a test's own), with its driver."""
+    ``runs``: the invocation's folder (:mod:`services.run_folders`), where each run keeps
+    its files. ``installed``: a client that is already on disk (a test's own), with its
+    driver."""
     if installed is None:
         if spec.not_installable or spec.package is None:
             why = spec.not_installable or "no package"
@@ -104,9 +108,10 @@ async def run_client(
             outcomes: dict[str, Outcome | str] = {}
             for script in scripts:
                 plan = RunPlan(scenario, setup, script, observe, timeout)
+                folder = runs_dir(runs, spec.name, installed.version, plan)
                 with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
                     try:
-                        outcomes[script] = await _run(spec, installed, Path(root), plan)
+                        outcomes[script] = await _run(spec, installed, Path(root), plan, folder)
                     except TimeoutError as exc:  # a lab that did not start (an OSError too)
                         outcomes[script] = f"the lab did not start: {exc}"
                     except OSError as exc:  # the CLI would not start
@@ -122,16 +127,18 @@ async def run_client(
     return rows
 
 
-async def _run(spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan) -> Outcome:
+async def _run(
+    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan, folder: Path
+) -> Outcome:
     """One run, by the kind of client and scenario: the Inspector's own steps, an
     agent CLI's interactive UI (a scenario that attaches the resource), or its
-    non-interactive mode."""
+    non-interactive mode; its files kept in ``folder``."""
     if installed.driver is None:
-        return await run_inspector(spec, installed, root, plan)
+        return await run_inspector(spec, installed, root, plan, folder)
     interactive = drivers.INTERACTIVE_DRIVERS.get(spec.name)
     if plan.scenario.play.attach and interactive is not None and plan.script == SCORED:
-        return await run_interactive(spec, installed, root, plan, interactive)
-    return await run_agent(spec, installed, root, plan)
+        return await run_interactive(spec, installed, root, plan, interactive, folder)
+    return await run_agent(spec, installed, root, plan, folder)
 
 
 async def run_clients(
@@ -139,6 +146,7 @@ async def run_clients(
     versions: dict[str, str],
     scenarios: list[Scenario],
     *,
+    runs: Path,
     tool: str = "auto",
     observe: float = DEFAULT_OBSERVE_SECONDS,
     timeout: float = DEFAULT_RUN_TIMEOUT,
@@ -146,7 +154,7 @@ async def run_clients(
     progress: Progress = _quiet,
 ) -> list[Row]:
     """Rows of ``names`` in ``scenarios``, in the order of ``names``; ``jobs`` clients
-    at a time."""
+    at a time; each run's files in ``runs`` (the invocation's folder)."""
     gate = asyncio.Semaphore(max(1, jobs))
 
     async def one(name: str) -> list[Row]:
@@ -156,6 +164,7 @@ async def run_clients(
                 spec,
                 versions.get(name, spec.version),
                 scenarios,
+                runs=runs,
                 tool=tool,
                 observe=observe,
                 timeout=timeout,

@@ -29,7 +29,6 @@ from pathlib import Path
 from services import contract
 from services.clients import drivers
 from services.clients.endpoint import serve
-from services.clients.install import cache_dir
 from services.clients.lab import Lab, Process, running_lab
 from services.clients.model import SCORED, ModelRecord, ScriptedModel, versions_in
 from services.clients.pins import ClientSpec
@@ -193,8 +192,10 @@ def _dirs(root: Path) -> tuple[Path, Path]:
     return home, workdir
 
 
-async def run_agent(spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan) -> Outcome:
-    """One run of an agent CLI (see the module docstring)."""
+async def run_agent(
+    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan, folder: Path
+) -> Outcome:
+    """One run of an agent CLI (see the module docstring); its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
@@ -224,7 +225,7 @@ async def run_agent(spec: ClientSpec, installed: Installed, root: Path, plan: Ru
         outcome.record = model.record
         outcome.wire = tap.messages
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(spec, installed, lab, outcome, model.exchanges)
+        outcome.folder = _keep_logs(folder, lab, outcome, model.exchanges)
     return outcome
 
 
@@ -265,10 +266,12 @@ async def run_interactive(
     root: Path,
     plan: RunPlan,
     interactive: Callable[[str, drivers.RunDirs], drivers.Invocation],
+    folder: Path,
 ) -> Outcome:
     """A scored run in the CLI's interactive UI, under a pseudo-terminal: the resource
     is attached by typing its mention (``@lab:URI``) into the prompt box, as a person
-    would; then one more message in the same session, and the CLI is left (Ctrl-D)."""
+    would; then one more message in the same session, and the CLI is left (Ctrl-D).
+    Its files are kept in ``folder``."""
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
     async with running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario) as lab:
@@ -302,7 +305,7 @@ async def run_interactive(
         outcome.record = model.record
         outcome.wire = tap.messages
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(spec, installed, lab, outcome, model.exchanges)
+        outcome.folder = _keep_logs(folder, lab, outcome, model.exchanges)
     return outcome
 
 
@@ -353,13 +356,13 @@ def _shown(argv: list[str]) -> str:
 
 
 async def run_inspector(
-    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan
+    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan, folder: Path
 ) -> Outcome:
     """``mcpdo`` needs no model. Scored: connect, read, subscribe (it prints each update
     as it arrives), wait for the lab's own first update of the subscriber, then watch
     for the timeline's span plus ``observe`` seconds whether it reads again by itself.
     Pull: connect, read, the runner's update, read again (the runner's command: never
-    a level)."""
+    a level). Its files are kept in ``folder``."""
     home, workdir = _dirs(root)
     env = {**base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     outcome = Outcome(plan, _now_ms())
@@ -394,7 +397,7 @@ async def run_inspector(
                 outcome.output += ["$ mcpdo daemon stop", *stop.lines]
         outcome.wire = tap.messages
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(spec, installed, lab, outcome, [])
+        outcome.folder = _keep_logs(folder, lab, outcome, [])
     return outcome
 
 
@@ -429,22 +432,16 @@ async def _inspector_subscribe(
     outcome.output += [f"$ mcpdo {' '.join(conn)} resources/subscribe {plan.uri}", *subscribe.lines]
 
 
-def runs_dir(name: str, version: str, plan: RunPlan) -> Path:
-    """Where the last run of ``name@version`` with ``plan`` keeps its files."""
+def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
+    """Where the run of ``name@version`` with ``plan`` keeps its files, in ``runs`` (its
+    invocation's folder, :mod:`services.run_folders`)."""
     setup = plan.setup.replace(" ", "-")
-    return cache_dir() / "runs" / f"{name}-{version}" / plan.scenario.name / setup / plan.script
+    return runs / f"{name}-{version}" / plan.scenario.name / setup / plan.script
 
 
-def _keep_logs(
-    spec: ClientSpec,
-    installed: Installed,
-    lab: Lab,
-    outcome: Outcome,
-    exchanges: list[dict[str, object]],
-) -> Path:
-    """The run's logs, evidence, wire capture and model requests, under the cache: for
+def _keep_logs(where: Path, lab: Lab, outcome: Outcome, exchanges: list[dict[str, object]]) -> Path:
+    """The run's logs, evidence, wire capture and model requests, in ``where``: for
     reading what happened by hand. Returns the folder."""
-    where = runs_dir(spec.name, installed.version, outcome.plan)
     if where.exists():
         for old in sorted(where.rglob("*"), reverse=True):
             old.rmdir() if old.is_dir() else old.unlink()

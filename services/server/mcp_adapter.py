@@ -54,8 +54,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from functools import partial
 from http import HTTPStatus
 from importlib import metadata
@@ -204,28 +204,14 @@ def bind_session_event_stores(
     the version the session negotiated, once ``initialize`` has been handled
     (before that, from the version ``initialize`` asks for, as the SDK does).
     """
-    endpoint = _streamable_endpoint(app)
-    inner = app.router.lifespan_context
 
-    @asynccontextmanager
-    async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
-        async with inner(starlette) as state:
-            manager = _session_manager(endpoint)
-            admit = manager._admit_session
+    def with_store(transport: Any) -> None:
+        if transport.mcp_session_id:
+            session_id = str(transport.mcp_session_id)
+            transport._event_store = make_store(session_id)
+            _prime_by_session(transport, lambda: protocol_of(session_id))
 
-            def admit_with_store(requestor: Any) -> Any:
-                transport = admit(requestor)
-                if transport is not None and transport.mcp_session_id:
-                    session_id = str(transport.mcp_session_id)
-                    transport._event_store = make_store(session_id)
-                    _prime_by_session(transport, lambda: protocol_of(session_id))
-                return transport
-
-            # mypy refuses assigning to a method; replacing it is the point here.
-            manager._admit_session = admit_with_store  # type: ignore[method-assign]
-            yield state
-
-    app.router.lifespan_context = lifespan
+    _adjust_admitted(app, with_store)
 
 
 def _prime_by_session(transport: Any, negotiated: Callable[[], str | None]) -> None:
@@ -259,26 +245,7 @@ def answer_posts_as_json(app: Starlette, quiet: Callable[[str], bool]) -> None:
     is told the request's stream id while it is answered, and keeps nothing of it:
     a JSON body has no event id, so nothing of it can be resumed.
     """
-    endpoint = _streamable_endpoint(app)
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
-        async with inner(starlette) as state:
-            manager = _session_manager(endpoint)
-            admit = manager._admit_session
-
-            def admit_answering_json(requestor: Any) -> Any:
-                transport = admit(requestor)
-                if transport is not None:
-                    _answer_quiet_posts_as_json(transport, quiet)
-                return transport
-
-            # mypy refuses assigning to a method; replacing it is the point here.
-            manager._admit_session = admit_answering_json  # type: ignore[method-assign]
-            yield state
-
-    app.router.lifespan_context = lifespan
+    _adjust_admitted(app, lambda transport: _answer_quiet_posts_as_json(transport, quiet))
 
 
 def _answer_quiet_posts_as_json(
@@ -427,35 +394,71 @@ class HttpSessions:
         """Watch ``app``'s session manager from when its lifespan starts: at most
         ``max_sessions`` open, counting ``others()`` (sessions of other kinds) in;
         ``on_refused(open_count)`` for each one refused."""
-        endpoint = _streamable_endpoint(app)
-        inner = app.router.lifespan_context
 
-        @asynccontextmanager
-        async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
-            async with inner(starlette) as state:
-                manager = _session_manager(endpoint)
-                manager.max_sessions = max_sessions
-                admit = manager._admit_session
+        @contextmanager
+        def watching(manager: StreamableHTTPSessionManager) -> Iterator[None]:
+            manager.max_sessions = max_sessions
+            admit = manager._admit_session
 
-                def admit_or_refuse(requestor: Any) -> Any:
-                    open_now = len(manager._server_instances)
-                    if open_now + others() >= max_sessions:
-                        on_refused(open_now)
-                        return None  # the manager answers 503, as at its own limit
-                    transport = admit(requestor)
-                    if transport is None:
-                        on_refused(open_now)
-                    return transport
+            def admit_or_refuse(requestor: Any) -> Any:
+                open_now = len(manager._server_instances)
+                if open_now + others() >= max_sessions:
+                    on_refused(open_now)
+                    return None  # the manager answers 503, as at its own limit
+                transport = admit(requestor)
+                if transport is None:
+                    on_refused(open_now)
+                return transport
 
-                # mypy refuses assigning to a method; replacing it is the point here.
-                manager._admit_session = admit_or_refuse  # type: ignore[method-assign]
-                self._manager = manager
-                try:
-                    yield state
-                finally:
-                    self._manager = None
+            # mypy refuses assigning to a method; replacing it is the point here.
+            manager._admit_session = admit_or_refuse  # type: ignore[method-assign]
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
 
-        app.router.lifespan_context = lifespan
+        _while_serving(app, watching)
+
+
+def _while_serving(
+    app: Starlette,
+    serving: Callable[[StreamableHTTPSessionManager], AbstractContextManager[None]],
+) -> None:
+    """Enter ``serving(manager)`` with ``app``'s session manager once the app's lifespan
+    has started (FastMCP creates the manager with the app and runs it in its lifespan),
+    and leave it as the lifespan ends."""
+    endpoint = _streamable_endpoint(app)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(starlette: Starlette) -> AsyncIterator[Any]:
+        async with inner(starlette) as state:
+            with serving(_session_manager(endpoint)):
+                yield state
+
+    app.router.lifespan_context = lifespan
+
+
+def _adjust_admitted(app: Starlette, adjust: Callable[[Any], None]) -> None:
+    """``adjust(transport)`` for each Streamable HTTP session ``app``'s session manager
+    admits (a session refused gets no transport), before its first request is handled."""
+
+    @contextmanager
+    def adjusting(manager: StreamableHTTPSessionManager) -> Iterator[None]:
+        admit = manager._admit_session
+
+        def admit_adjusted(requestor: Any) -> Any:
+            transport = admit(requestor)
+            if transport is not None:
+                adjust(transport)
+            return transport
+
+        # mypy refuses assigning to a method; replacing it is the point here.
+        manager._admit_session = admit_adjusted  # type: ignore[method-assign]
+        yield
+
+    _while_serving(app, adjusting)
 
 
 def _streamable_endpoint(app: Starlette) -> StreamableHTTPASGIApp:
