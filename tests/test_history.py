@@ -132,3 +132,14 @@ def test_no_history_yet_is_said_and_the_dashboards_matrix_is_empty(kept: Path) -
     assert history.read() == []
     assert history.matrix() == {"scenarios": [], "clients": []}
     assert "no clients run kept yet" in history.to_table([], kept)
+
+
+def test_the_table_escapes_what_a_client_printed(tmp_path: Path) -> None:
+    """Notes and failures carry a CLI's own output; a terminal reads the table."""
+    where = tmp_path / "h.sqlite3"
+    forged = "boom\x1b]0;owned\x07\n    2099-01-01 forged line"
+    history.record([row("1.0.0\x1b[2J", 3, OLD).fail(forged)], history.RUN, path=where)
+    table = history.to_table(history.cells(history.read(where)), where)
+    assert "\x1b" not in table and "\x07" not in table, table
+    assert "forged line" in table and "\n    2099-01-01" not in table, table
+    assert "1.0.0\\x1b[2J" in table, table

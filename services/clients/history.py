@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services import history_cells
+from services import history_cells, untrusted
 from services.clients.matrix import CHECKLIST, Row, level_name
 from services.history_store import history_path, insert, lab_version, now, rows
 
@@ -199,22 +199,25 @@ def to_table(found: list[Cell], where: Path) -> str:
     for cell in found:
         if cell.client != client:
             client = cell.client
-            lines += [*([""] if lines else []), client]
+            lines += [*([""] if lines else []), untrusted.escape(client)]
         lines.append(f"  {cell.scenario} ({cell.setup})")
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
             when = history_cells.when(entry)
+            # What a client or its CLI printed (versions, notes, failures) is escaped:
+            # a terminal reads this table.
+            version = untrusted.shown(entry.version, untrusted.TABLE_CELL_CHARS)
             head = (
-                f"    {when:<19}  {entry.version:<10}  lab {entry.lab_version:<7} "
+                f"    {when:<19}  {version:<10}  lab {entry.lab_version:<7} "
                 f"{entry.source:<9}  level {entry.level_text()}"
             )
             if entry.failed:
                 why = entry.runner_failed or "; ".join(entry.notes) or "not run"
-                lines.append(f"{head}  ({why[:100]})")
+                lines.append(f"{head}  ({untrusted.shown(why, 100)})")
             elif change is not None:
-                lines.append(f"{head}  CHANGED {change.text()}")
+                lines.append(f"{head}  CHANGED {untrusted.escape(change.text())}")
             elif not told:
-                lines.append(f"{head}  {_answers_text(entry)}")
+                lines.append(f"{head}  {untrusted.escape(_answers_text(entry))}")
             else:
                 lines.append(f"{head}  (same)")
             told = told or not entry.failed
