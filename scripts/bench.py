@@ -30,7 +30,7 @@ phase is bounded: sizes come from the flags, every wait has a timeout.
 
 ``--peer DIR`` measures the peer TypeScript lab of issue 24 too (a built checkout
 of it; scripts/bench_peer.py), with the same client, in a column between the lab
-and the floor: storm, late, reads, memory and cold start (it has no shared update
+and the floor: storm, late, reads and cold start (it has no shared update
 to fan out). The last column is the lab's figure divided by the peer's.
 
 ``--compose-replicas 1,3`` runs the storm and the fan-out instead against the
@@ -570,12 +570,7 @@ async def reads_per_second(
 
 
 async def memory_per_session(
-    port: int,
-    pid: int,
-    n: int,
-    concurrency: int,
-    redis_url: str | None,
-    live_at_head: bool = False,
+    port: int, pid: int, n: int, concurrency: int, redis_url: str | None
 ) -> tuple[float, float | None]:
     """KB per idle subscribed session (GET stream open, subscribed to the status
     resource): server RSS growth, Redis used_memory growth."""
@@ -584,9 +579,7 @@ async def memory_per_session(
     redis = Redis.from_url(redis_url) if redis_url else None
     before_rss = rss_kb(pid)
     before_redis = (await redis.info("memory"))["used_memory"] if redis else 0
-    clients, _failed, _ = await setup_sessions(
-        port, n, concurrency, name="memory", live_at_head=live_at_head
-    )
+    clients, _failed, _ = await setup_sessions(port, n, concurrency, name="memory")
     clients, _refused = await subscribe_all(clients)  # idle SUBSCRIBED sessions
     ready = len(clients)
     rss = (rss_kb(pid) - before_rss) / max(ready, 1)
@@ -945,8 +938,9 @@ def _reads_memory_rows(
     code: Path, url: str, args: argparse.Namespace, extra: dict[str, str], wanted: set[str]
 ) -> list[Row]:
     """Reads (lab, then peer, then floor, one after the other), then memory per idle
-    session (the same order); the lab's update delay and the peer's are an hour (no
-    update while the subscribed sessions are counted)."""
+    session (lab and floor). The peer's memory is left out: the RSS growth of its
+    garbage-collected V8 heap over the sessions went from +30 to -50 KB per session
+    between two runs (the reads' garbage given back, or a fresh process warming up)."""
     _flush(url)
     port = free_port()
     procs = start_lab(code, url, port, False, update_delay_seconds="3600", **extra)
@@ -987,11 +981,6 @@ def _reads_memory_rows(
             rss, redis_kb = asyncio.run(
                 memory_per_session(port, procs[0].process.pid, n, args.concurrency, url)
             )
-            peer_rss = None
-            if peer is not None:
-                peer_rss, _ = asyncio.run(
-                    memory_per_session(peer.port, peer.pid, n, args.concurrency, None, True)
-                )
             floor_rss, _ = asyncio.run(
                 memory_per_session(floor_port, floor_proc.process.pid, n, args.concurrency, None)
             )
@@ -1001,7 +990,6 @@ def _reads_memory_rows(
                     f"{rss:.1f}",
                     f"{floor_rss:.1f}",
                     ratio(rss, floor_rss),
-                    *_peer_cells(peer_rss, rss, "{:.1f}"),
                 )
             )
             rows.append(
@@ -1009,7 +997,6 @@ def _reads_memory_rows(
                     f"KB per idle session ({n}), Redis used_memory",
                     f"{redis_kb:.1f}" if redis_kb is not None else "-",
                     "0",
-                    peer="-" if peer is None else "0",
                 )
             )
     finally:
