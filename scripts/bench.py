@@ -733,6 +733,12 @@ def main() -> None:
     )
     parser.add_argument("--peer-node", default="node", help="the node that runs the peer")
     parser.add_argument(
+        "--client",
+        choices=("raw", "aiohttp"),
+        default="raw",
+        help="the client of the reads phase (aiohttp: as issue 24 measured; pip install aiohttp)",
+    )
+    parser.add_argument(
         "--compose-replicas",
         default=None,
         metavar="N,M",
@@ -951,16 +957,20 @@ def _reads_memory_rows(
     try:
         if "reads" in wanted:
             seconds = args.reads_seconds
-            lab, lab_cpu = asyncio.run(reads_per_second(port, procs[0].process.pid, seconds))
+            reads = reads_per_second
+            if args.client == "aiohttp":
+                import bench_aiohttp
+
+                reads = bench_aiohttp.reads_per_second
+            lab, lab_cpu = asyncio.run(reads(port, procs[0].process.pid, seconds))
             peer_reads: tuple[float, float] | tuple[None, None] = (None, None)
             if peer is not None:
-                peer_reads = asyncio.run(reads_per_second(peer.port, peer.pid, seconds))
-            floor, floor_cpu = asyncio.run(
-                reads_per_second(floor_port, floor_proc.process.pid, seconds)
-            )
+                peer_reads = asyncio.run(reads(peer.port, peer.pid, seconds))
+            floor, floor_cpu = asyncio.run(reads(floor_port, floor_proc.process.pid, seconds))
+            client = " (aiohttp client)" if args.client == "aiohttp" else ""
             rows.append(
                 Row(
-                    "reads/s, one session, concurrency 16",
+                    f"reads/s, one session, concurrency 16{client}",
                     f"{lab:.0f}",
                     f"{floor:.0f}",
                     ratio(floor, lab) + " slower",
