@@ -8,7 +8,8 @@ arriving (under a burst the answers themselves come late). So the benchmark
 measures, per session, notification arrival minus (that moment + D) from both ends:
 "from the answer" errs towards the lab, "from the request" against it. It prints
 p50, p99, max, and the notifications missing 30 s after due. The floor
-(scripts/floor.py --delay D) does the same with a timer per subscribe. For the lab
+(scripts/floor.py --delay D) does the same with a timer per subscribe, and so does
+the peer lab with ``--peer`` (scripts/bench_peer.py, its update delay D). For the lab
 it also reads the lab's own figure from the evidence: per notification record,
 sent (``ts``) minus due (``due``), which is what the report shows as the lab's
 lateness.
