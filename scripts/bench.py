@@ -20,12 +20,18 @@ both with the raw client of scripts/rawmcp.py, and prints one table:
 - cold start: ``mcp-lab up`` (its own embedded Redis) to the first initialize.
 
     .venv/bin/python scripts/bench.py [--storm 1000] [--fanout 500] [--sessions 500]
-        [--reads-seconds 5] [--code DIR] [--only storm,fanout,reads,memory,cold]
+        [--reads-seconds 5] [--code DIR] [--only storm,late,fanout,reads,memory,cold]
+        [--peer DIR [--peer-node NODE]]
     .venv/bin/python scripts/bench.py --compose-replicas 1,3 [--storm 1000] [--fanout 1000]
 
 ``--code DIR`` runs the lab from another checkout (e.g. ``git archive`` of an older
 commit) with this venv, to compare before and after on the same machine. Every
 phase is bounded: sizes come from the flags, every wait has a timeout.
+
+``--peer DIR`` measures the peer TypeScript lab of issue 24 too (a built checkout
+of it; scripts/bench_peer.py), with the same client, in a column between the lab
+and the floor: storm, late, reads and cold start (it has no shared update
+to fan out). The last column is the lab's figure divided by the peer's.
 
 ``--compose-replicas 1,3`` runs the storm and the fan-out instead against the
 compose scale profile (N server replicas behind HAProxy, one Redis) for each
@@ -54,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from bench_peer import Peer  # noqa: E402
 from rawmcp import STATUS_URI, HttpError, RawClient  # noqa: E402
 
 from services.writer import BATCH_TIMEOUT_SECONDS  # noqa: E402
@@ -195,10 +202,16 @@ def rss_kb(pid: int) -> int:
 
 
 async def setup_sessions(
-    port: int, n: int, concurrency: int, name: str = "storm", timeout: float = 60.0
+    port: int,
+    n: int,
+    concurrency: int,
+    name: str = "storm",
+    timeout: float = 60.0,
+    live_at_head: bool = False,
 ) -> tuple[list[RawClient], Counter[str], float]:
     """``n`` sessions initialized with their GET stream live (at most ``concurrency``
-    being set up at a time): the ready ones, the failures by reason, the seconds taken."""
+    being set up at a time): the ready ones, the failures by reason, the seconds taken.
+    ``live_at_head``: a stream is live at its 200 head (a server with no priming event)."""
     gate = asyncio.Semaphore(concurrency)
     failures: Counter[str] = Counter()
 
@@ -208,7 +221,7 @@ async def setup_sessions(
             try:
                 async with asyncio.timeout(timeout):
                     await client.initialize()
-                    await client.open_stream()
+                    await client.open_stream(live_at_head=live_at_head)
             except _CLIENT_ERRORS as exc:
                 failures[_reason(exc)] += 1
                 await client.close()
@@ -367,15 +380,18 @@ async def storm(
     server_pid: int | None = None,
     ended: Callable[[], int] | None = None,
     on_subscribed: Callable[[list[RawClient]], Awaitable[None]] | None = None,
+    live_at_head: bool = False,
 ) -> StormResult:
     """``n`` sessions, then every one subscribes at once (see the module docstring).
     With ``redis_url`` the evidence record and the subscriber set are checked; the
     latter once ``ended()`` (sessions the server has ended so far) reaches them all.
     ``on_subscribed`` is awaited with the subscribed clients before the notifications
-    are awaited."""
+    are awaited. ``live_at_head``: see ``setup_sessions``."""
     started = time.perf_counter()
     cpu = cpu_seconds(server_pid) if server_pid else 0.0
-    clients, setup_failed, setup_seconds = await setup_sessions(port, n, concurrency)
+    clients, setup_failed, setup_seconds = await setup_sessions(
+        port, n, concurrency, live_at_head=live_at_head
+    )
     setup_cpu_ms = None
     if server_pid and clients:
         setup_cpu_ms = (cpu_seconds(server_pid) - cpu) * 1000 / len(clients)
@@ -452,8 +468,18 @@ async def _subscribers_left(redis: Any, ended: Callable[[], int] | None, session
     return int(await redis.scard(SUBSCRIBERS_KEY))
 
 
-async def floor_storm(port: int, n: int, concurrency: int, timeout: float, pid: int) -> StormResult:
-    return await storm(port, n, concurrency=concurrency, timeout=timeout, server_pid=pid)
+async def floor_storm(
+    port: int, n: int, concurrency: int, timeout: float, pid: int, live_at_head: bool = False
+) -> StormResult:
+    """A storm without the lab's checks (the floor's, the peer's)."""
+    return await storm(
+        port,
+        n,
+        concurrency=concurrency,
+        timeout=timeout,
+        server_pid=pid,
+        live_at_head=live_at_head,
+    )
 
 
 # ---------------------------------------------------------------- fan-out
@@ -585,8 +611,9 @@ async def first_initialize(port: int, timeout: float = 60.0) -> float:
     raise TimeoutError(f"no initialize on port {port} within {timeout}s")
 
 
-def cold_start(code: Path) -> tuple[float, float]:
-    """Seconds from spawning ``mcp-lab up`` / the floor to their first initialize."""
+def cold_start(code: Path, peer: Peer | None = None) -> tuple[float, float, float | None]:
+    """Seconds from spawning ``mcp-lab up`` / the floor / the peer to their first
+    initialize (no peer: None)."""
     port, redis_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
     env.pop("REDIS_URL", None)
@@ -602,6 +629,16 @@ def cold_start(code: Path) -> tuple[float, float]:
         lab_seconds = time.perf_counter() - started
     finally:
         lab.stop()
+    peer_seconds = None
+    if peer is not None:
+        peer_port = free_port()
+        started = time.perf_counter()
+        peer_proc = peer.spawn(peer_port, delay=3600)
+        try:
+            asyncio.run(first_initialize(peer_port))
+            peer_seconds = time.perf_counter() - started
+        finally:
+            peer_proc.stop()
     floor_port = free_port()
     started = time.perf_counter()
     floor = Proc(
@@ -615,7 +652,7 @@ def cold_start(code: Path) -> tuple[float, float]:
         floor_seconds = time.perf_counter() - started
     finally:
         floor.stop()
-    return lab_seconds, floor_seconds
+    return lab_seconds, floor_seconds, peer_seconds
 
 
 # ---------------------------------------------------------------- the run
@@ -630,7 +667,35 @@ def ratio(lab: float, floor: float) -> str:
     return f"{lab / floor:.1f}x" if floor else "-"
 
 
-Runner = Callable[[], Awaitable[Any]]
+def share(lab: float, peer: float) -> str:
+    """The lab's figure divided by the peer's (>= 1: a rate at least the peer's)."""
+    return f"{lab / peer:.2f}" if peer else "-"
+
+
+@dataclass
+class Row:
+    """One line of the table. ``vs_floor``: the lab against the floor; with ``--peer``,
+    ``peer`` is the peer's cell and ``vs_peer`` the lab's figure divided by it."""
+
+    measure: str
+    lab: str
+    floor: str
+    vs_floor: str = ""
+    peer: str = "-"
+    vs_peer: str = ""
+
+
+def print_table(rows: list[Row], with_peer: bool) -> None:
+    if with_peer:
+        print("| measure | lab | peer | floor | lab / floor | lab / peer |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r.measure} | {r.lab} | {r.peer} | {r.floor} | {r.vs_floor} | {r.vs_peer} |")
+        return
+    print("| measure | lab | floor | lab / floor |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.measure} | {r.lab} | {r.floor} | {r.vs_floor} |")
 
 
 def main() -> None:
@@ -660,6 +725,20 @@ def main() -> None:
         help="modules the lab must run without, comma-separated (e.g. uvloop,httptools)",
     )
     parser.add_argument(
+        "--peer",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a built checkout of the peer TypeScript lab, measured beside the lab (a column)",
+    )
+    parser.add_argument("--peer-node", default="node", help="the node that runs the peer")
+    parser.add_argument(
+        "--client",
+        choices=("raw", "aiohttp"),
+        default="raw",
+        help="the client of the reads phase (aiohttp: as issue 24 measured; pip install aiohttp)",
+    )
+    parser.add_argument(
         "--compose-replicas",
         default=None,
         metavar="N,M",
@@ -676,12 +755,19 @@ def main() -> None:
         return
     HIDDEN.extend(filter(None, args.without.split(",")))
     wanted = set(args.only.split(","))
+    peer = None
+    if args.peer is not None:
+        peer = Peer(args.peer.resolve(), args.peer_node)
+        peer.check()
+    args.peer = peer
     from services.cli.embedded_redis import start_redis
 
     code = args.code.resolve()
     hidden = f"  without: {','.join(HIDDEN)}" if HIDDEN else ""
-    print(f"lab code: {code}  cores: {os.cpu_count()}  load: {os.getloadavg()[0]:.1f}{hidden}")
-    rows: list[tuple[str, str, str, str]] = []
+    print(f"lab code: {code}  cores: {os.cpu_count()}  load: {_load()}{hidden}")
+    if peer is not None:
+        print(f"peer: {peer.directory} (node {peer.version()})")
+    rows: list[Row] = []
     redis_server = start_redis()
     try:
         if "storm" in wanted:
@@ -697,20 +783,29 @@ def main() -> None:
     finally:
         redis_server.stop()
     if "cold" in wanted:
-        lab_s, floor_s = cold_start(code)
+        lab_s, floor_s, peer_s = cold_start(code, peer)
         rows.append(
-            (
+            Row(
                 "cold start to first initialize",
                 f"{lab_s:.2f} s",
                 f"{floor_s:.2f} s",
                 ratio(lab_s, floor_s),
+                *_peer_cells(peer_s, lab_s, "{:.2f} s"),
             )
         )
+    print(f"load at the end: {_load()}")
     print()
-    print("| measure | lab | floor | lab / floor |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print_table(rows, peer is not None)
+
+
+def _load() -> str:
+    """The load averages (1, 5, 15 min): every figure of a run is read beside them."""
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _peer_cells(peer: float | None, lab: float, form: str) -> tuple[str, str]:
+    """The peer's cell and the lab's figure divided by it ("-" without a peer)."""
+    return ("-", "") if peer is None else (form.format(peer), share(lab, peer))
 
 
 def _flush(url: str) -> None:
@@ -721,7 +816,7 @@ def _flush(url: str) -> None:
     client.close()
 
 
-def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str, str]) -> list:
+def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str, str]) -> list[Row]:
     _flush(url)
     port = free_port()
     procs = start_lab(code, url, port, True, update_delay_seconds="0", **extra)
@@ -741,6 +836,18 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
         for proc in reversed(procs):
             proc.stop()
     print(lab.summary())
+    peer = None
+    if args.peer is not None:
+        peer_proc = args.peer.start(free_port(), delay=0)
+        try:
+            peer = asyncio.run(
+                floor_storm(
+                    peer_proc.port, args.storm, args.concurrency, args.timeout, peer_proc.pid, True
+                )
+            )
+        finally:
+            peer_proc.stop()
+        print("peer " + peer.summary())
     floor_port = free_port()
     floor_proc = start_floor(floor_port)
     try:
@@ -753,47 +860,52 @@ def _storm_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str,
         floor_proc.stop()
     print("floor " + floor.summary())
     n = args.storm
+
+    def refused(r: StormResult) -> int:
+        return sum(r.refused.values()) + sum(r.setup_failed.values())
+
+    rate, cpu = lab.sessions_per_second, lab.setup_cpu_ms or 0
     return [
-        (
+        Row(
             f"storm {n}: refused subscribes",
-            str(sum(lab.refused.values()) + sum(lab.setup_failed.values())),
-            str(sum(floor.refused.values()) + sum(floor.setup_failed.values())),
-            "",
+            str(refused(lab)),
+            str(refused(floor)),
+            peer="-" if peer is None else str(refused(peer)),
         ),
-        (
+        Row(
             f"storm {n}: missing notifications",
             str(lab.missing_notifications),
             str(floor.missing_notifications),
-            "",
+            peer="-" if peer is None else str(peer.missing_notifications),
         ),
-        (
+        Row(
             f"storm {n}: evidence records missing (of {lab.evidence_expected})",
             f"{lab.evidence_missing}{lab.evidence_notes()}",
             "-",
-            "",
         ),
-        (
-            f"storm {n}: subscribers left after the sessions ended",
-            str(lab.subscribers_left),
-            "-",
-            "",
+        Row(
+            f"storm {n}: subscribers left after the sessions ended", str(lab.subscribers_left), "-"
         ),
-        (
+        Row(
             f"storm {n}: setup sessions/s",
-            f"{lab.sessions_per_second:.0f}",
+            f"{rate:.0f}",
             f"{floor.sessions_per_second:.0f}",
-            ratio(floor.sessions_per_second, lab.sessions_per_second) + " slower",
+            ratio(floor.sessions_per_second, rate) + " slower",
+            *_peer_cells(None if peer is None else peer.sessions_per_second, rate, "{:.0f}"),
         ),
-        (
+        Row(
             f"storm {n}: server CPU ms per session set up",
-            f"{lab.setup_cpu_ms or 0:.2f}",
+            f"{cpu:.2f}",
             f"{floor.setup_cpu_ms or 0:.3f}",
-            ratio(lab.setup_cpu_ms or 0, floor.setup_cpu_ms or 0),
+            ratio(cpu, floor.setup_cpu_ms or 0),
+            *_peer_cells(None if peer is None else peer.setup_cpu_ms or 0, cpu, "{:.2f}"),
         ),
     ]
 
 
-def _fanout_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str, str]) -> list:
+def _fanout_rows(
+    code: Path, url: str, args: argparse.Namespace, extra: dict[str, str]
+) -> list[Row]:
     _flush(url)
     port = free_port()
     # No updater: the benchmark publishes the update itself, once.
@@ -812,51 +924,66 @@ def _fanout_rows(code: Path, url: str, args: argparse.Namespace, extra: dict[str
     finally:
         floor_proc.stop()
     n = args.fanout
+    # The peer has no shared update to fan out (one timer per session): its cells stay "-".
     rows = []
     for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
         a, b = pct(lab, q), pct(floor, q)
         rows.append(
-            (
+            Row(
                 f"fan-out {n}: {name} publish to notification",
                 f"{a:.1f} ms",
                 f"{b:.1f} ms",
                 ratio(a, b),
             )
         )
-    rows.append((f"fan-out {n}: notifications received", str(len(lab)), str(len(floor)), ""))
+    rows.append(Row(f"fan-out {n}: notifications received", str(len(lab)), str(len(floor))))
     return rows
 
 
 def _reads_memory_rows(
     code: Path, url: str, args: argparse.Namespace, extra: dict[str, str], wanted: set[str]
-) -> list:
+) -> list[Row]:
+    """Reads (lab, then peer, then floor, one after the other), then memory per idle
+    session (lab and floor). The peer's memory is left out: the RSS growth of its
+    garbage-collected V8 heap over the sessions went from +30 to -50 KB per session
+    between two runs (the reads' garbage given back, or a fresh process warming up)."""
     _flush(url)
     port = free_port()
     procs = start_lab(code, url, port, False, update_delay_seconds="3600", **extra)
     floor_port = free_port()
     floor_proc = start_floor(floor_port)
+    peer = args.peer.start(free_port(), delay=3600) if args.peer is not None else None
     rows = []
     try:
         if "reads" in wanted:
             seconds = args.reads_seconds
-            lab, lab_cpu = asyncio.run(reads_per_second(port, procs[0].process.pid, seconds))
-            floor, floor_cpu = asyncio.run(
-                reads_per_second(floor_port, floor_proc.process.pid, seconds)
-            )
+            reads = reads_per_second
+            if args.client == "aiohttp":
+                import bench_aiohttp
+
+                reads = bench_aiohttp.reads_per_second
+            lab, lab_cpu = asyncio.run(reads(port, procs[0].process.pid, seconds))
+            peer_reads: tuple[float, float] | tuple[None, None] = (None, None)
+            if peer is not None:
+                peer_reads = asyncio.run(reads(peer.port, peer.pid, seconds))
+            floor, floor_cpu = asyncio.run(reads(floor_port, floor_proc.process.pid, seconds))
+            client = " (aiohttp client)" if args.client == "aiohttp" else ""
             rows.append(
-                (
-                    "reads/s, one session, concurrency 16",
+                Row(
+                    f"reads/s, one session, concurrency 16{client}",
                     f"{lab:.0f}",
                     f"{floor:.0f}",
                     ratio(floor, lab) + " slower",
+                    *_peer_cells(peer_reads[0], lab, "{:.0f}"),
                 )
             )
             rows.append(
-                (
+                Row(
                     "server CPU ms per read",
                     f"{lab_cpu:.2f}",
                     f"{floor_cpu:.3f}",
                     ratio(lab_cpu, floor_cpu),
+                    *_peer_cells(peer_reads[1], lab_cpu, "{:.3f}"),
                 )
             )
         if "memory" in wanted:
@@ -868,7 +995,7 @@ def _reads_memory_rows(
                 memory_per_session(floor_port, floor_proc.process.pid, n, args.concurrency, None)
             )
             rows.append(
-                (
+                Row(
                     f"KB per idle session ({n}), server RSS",
                     f"{rss:.1f}",
                     f"{floor_rss:.1f}",
@@ -876,14 +1003,15 @@ def _reads_memory_rows(
                 )
             )
             rows.append(
-                (
+                Row(
                     f"KB per idle session ({n}), Redis used_memory",
                     f"{redis_kb:.1f}" if redis_kb is not None else "-",
                     "0",
-                    "",
                 )
             )
     finally:
+        if peer is not None:
+            peer.stop()
         floor_proc.stop()
         for proc in procs:
             proc.stop()

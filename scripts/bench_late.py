@@ -8,7 +8,8 @@ arriving (under a burst the answers themselves come late). So the benchmark
 measures, per session, notification arrival minus (that moment + D) from both ends:
 "from the answer" errs towards the lab, "from the request" against it. It prints
 p50, p99, max, and the notifications missing 30 s after due. The floor
-(scripts/floor.py --delay D) does the same with a timer per subscribe. For the lab
+(scripts/floor.py --delay D) does the same with a timer per subscribe, and so does
+the peer lab with ``--peer`` (scripts/bench_peer.py, its update delay D). For the lab
 it also reads the lab's own figure from the evidence: per notification record,
 sent (``ts``) minus due (``due``), which is what the report shows as the lab's
 lateness.
@@ -75,10 +76,18 @@ async def _subscribe_timed(clients: list[RawClient]) -> list[tuple[RawClient, fl
 
 
 async def late(
-    port: int, n: int, delay: float, concurrency: int, redis_url: str | None = None
+    port: int,
+    n: int,
+    delay: float,
+    concurrency: int,
+    redis_url: str | None = None,
+    live_at_head: bool = False,
 ) -> LateResult:
-    """Storm ``n`` with an update delay of ``delay`` s: each notification's lateness."""
-    clients, _, _ = await bench.setup_sessions(port, n, concurrency, name="late")
+    """Storm ``n`` with an update delay of ``delay`` s: each notification's lateness.
+    ``live_at_head``: see ``bench.setup_sessions``."""
+    clients, _, _ = await bench.setup_sessions(
+        port, n, concurrency, name="late", live_at_head=live_at_head
+    )
     result = LateResult(n=n, set_up=len(clients), subscribed=0)
     try:
         subscribed = await _subscribe_timed(clients)
@@ -142,9 +151,10 @@ def _both(result: LateResult, q: float) -> str:
     return f"{answer:.2f} / {request:.2f} s"
 
 
-def rows(code: Any, url: str, args: Any, extra: dict[str, str]) -> list[tuple[str, str, str, str]]:
-    """The table rows of ``--only late``: per size in ``--late``, lab and floor."""
-    out: list[tuple[str, str, str, str]] = []
+def rows(code: Any, url: str, args: Any, extra: dict[str, str]) -> list[bench.Row]:
+    """The table rows of ``--only late``: per size in ``--late``, lab, peer (with
+    ``--peer``: its timer per session) and floor."""
+    out: list[bench.Row] = []
     delay = args.late_delay
     for n in (int(s) for s in args.late.split(",") if s):
         bench._flush(url)
@@ -156,6 +166,16 @@ def rows(code: Any, url: str, args: Any, extra: dict[str, str]) -> list[tuple[st
             for proc in reversed(procs):
                 proc.stop()
         print(lab.summary("lab"))
+        peer = None
+        if args.peer is not None:
+            peer_proc = args.peer.start(bench.free_port(), delay=delay)
+            try:
+                peer = asyncio.run(
+                    late(peer_proc.port, n, delay, args.concurrency, live_at_head=True)
+                )
+            finally:
+                peer_proc.stop()
+            print(peer.summary("peer"))
         floor_port = bench.free_port()
         floor_proc = bench.start_floor(floor_port, delay=delay)
         try:
@@ -164,19 +184,30 @@ def rows(code: Any, url: str, args: Any, extra: dict[str, str]) -> list[tuple[st
             floor_proc.stop()
         print(floor.summary("floor"))
         name = f"late {n} (delay {delay:g} s)"
-        out.append((f"{name}: missing 30 s after due", str(lab.missing), str(floor.missing), ""))
+        out.append(
+            bench.Row(
+                f"{name}: missing 30 s after due",
+                str(lab.missing),
+                str(floor.missing),
+                peer="-" if peer is None else str(peer.missing),
+            )
+        )
         for label, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
-            lab_cell, floor_cell = (_both(r, q) for r in (lab, floor))
-            title = f"{name}: {label} after due (from answer / from request)"
-            out.append((title, lab_cell, floor_cell, ""))
+            out.append(
+                bench.Row(
+                    f"{name}: {label} after due (from answer / from request)",
+                    _both(lab, q),
+                    _both(floor, q),
+                    peer="-" if peer is None else _both(peer, q),
+                )
+            )
         if lab.lab_lateness:
             own = lab.lab_lateness
             out.append(
-                (
+                bench.Row(
                     f"{name}: the lab's own p99 / max (sent - due)",
                     f"{bench.pct(own, 0.99) / 1000:.2f} s / {max(own):.2f} s",
                     "-",
-                    "",
                 )
             )
     return out

@@ -228,11 +228,15 @@ class RawClient:
         if status != 202:
             raise HttpError(f"notifications/initialized: HTTP {status}")
 
-    async def open_stream(self, timeout: float = 30.0) -> None:
-        """Open the GET stream and wait until it is live (its first event or comment)."""
+    async def open_stream(self, timeout: float = 30.0, live_at_head: bool = False) -> None:
+        """Open the GET stream and wait until it is live: its first event or comment,
+        or with ``live_at_head`` its 200 head (for a server that sends nothing on a new
+        stream, e.g. the TypeScript SDK without an event store: no priming event)."""
         status, headers, reader = await self._get.stream(self.path, self._headers())
         if status != 200:
             raise HttpError(f"GET stream: HTTP {status}")
+        if live_at_head:
+            self.primed.set()
         self._reading = asyncio.create_task(self._read_stream(reader, headers))
         async with asyncio.timeout(timeout):
             await self.primed.wait()

@@ -97,12 +97,17 @@ class EventLogMiddleware(Middleware):
     async def on_read_resource(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
-        if ctx is not None and (
-            uri not in self._lab.catalog or uri in await self._lab.hidden_from(self._lab.peer(ctx))
-        ):
+        if ctx is not None and (uri not in self._lab.catalog or await self._hidden(ctx, uri)):
             event("resources/read", f"uri={_cut(uri)}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
+
+    async def _hidden(self, ctx: Context, uri: str) -> bool:
+        """Whether the scenario hides ``uri`` from the reader still (its peer is
+        worked out only when the scenario hides anything)."""
+        if not self._lab.scenario.hidden:
+            return False
+        return uri in await self._lab.hidden_from(self._lab.peer(ctx))
 
     async def _end_session(self, peer: Peer) -> None:
         idle = self._lab.http_sessions.expired_idle(peer.session)

@@ -85,9 +85,24 @@ async def run_stdio(settings: LabSettings) -> None:
     await server.run_async(transport=Transport.STDIO.value, show_banner=False)
 
 
+def no_fastmcp_spans() -> None:
+    """FastMCP's own OpenTelemetry spans left out (its ``telemetry_mode`` set to
+    ``propagation_only``), unless ``FASTMCP_TELEMETRY_MODE`` (or FastMCP's ``.env``)
+    chose a mode. The lab exports no traces, yet in FastMCP's default mode every
+    request builds its span attributes (protocol, auth, session, component) for a
+    span that records nothing: 6% of the instructions of a ``resources/read``
+    (docs/performance.md, "Where a read's time goes"). Trace context in ``_meta`` is
+    still propagated."""
+    import fastmcp
+
+    if "telemetry_mode" not in fastmcp.settings.model_fields_set:
+        fastmcp.settings.telemetry_mode = "propagation_only"
+
+
 def main(settings: LabSettings, transport: str = "http") -> None:
     """Entry point of ``mcp-lab server``."""
     setup_logging(settings.log_level)
+    no_fastmcp_spans()
     for unchecked in mcp_adapter.unchecked_versions():
         logger.warning("[lab] %s: the SDK adapter was not checked against it", unchecked)
     try:
