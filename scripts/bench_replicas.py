@@ -20,11 +20,11 @@ import argparse
 import asyncio
 import os
 import subprocess
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import bench
+from devtools import compose_projects
 from rawmcp import RawClient
 
 from services import contract
@@ -37,7 +37,8 @@ class ComposeStack:
 
     def __init__(self, code: Path) -> None:
         self.code = code
-        self.project = f"mcp-lab-bench-{uuid.uuid4().hex[:8]}"
+        compose_projects.remove_leftovers()
+        self.project = compose_projects.project_name("bench")
         self.port = bench.free_port()
         self.built = False
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ import httpx2 as httpx
 import pytest
 from redis.asyncio import Redis
 
+from scripts.devtools import compose_projects
 from services import contract
 from services.cli.embedded_redis import free_port
 from services.settings import LabSettings
@@ -76,7 +76,8 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     port = free_port()
-    project = f"mcp-lab-scale-{uuid.uuid4().hex[:8]}"
+    compose_projects.remove_leftovers()
+    project = compose_projects.project_name("scale")
     saved = dict(os.environ)
     os.environ.update(
         {

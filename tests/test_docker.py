@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
+from scripts.devtools import compose_projects
 from services import contract
 from services.cli.embedded_redis import free_port
 from tests.conftest import skip_unless_docker_is_usable
@@ -50,7 +50,8 @@ def stack() -> Iterator[tuple[DockerCompose, str]]:
     """The compose stack on a free loopback port, under a project name of its own."""
     port = free_port()
     saved = dict(os.environ)
-    project = f"mcp-lab-test-{uuid.uuid4().hex[:8]}"
+    compose_projects.remove_leftovers()
+    project = compose_projects.project_name("test")
     os.environ.update(
         {
             "COMPOSE_PROJECT_NAME": project,

@@ -1,0 +1,77 @@
+"""Leftover compose stacks of runs that are gone (scripts/devtools/compose_projects.py):
+taken down before a new stack starts; a stack of a run still going is left alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from scripts.devtools import compose_projects
+from tests.conftest import skip_unless_docker_is_usable
+
+skip_unless_docker_is_usable()
+
+COMPOSE = """services:
+  idle:
+    image: {image}
+    command: ["redis-server", "--port", "0"]
+    restart: unless-stopped
+"""
+
+
+def gone_pid() -> int:
+    """The pid of a process that has ended."""
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+def listed() -> set[str]:
+    out = subprocess.run(
+        ["docker", "compose", "ls", "--all", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return {p["Name"] for p in json.loads(out or "[]")}
+
+
+def up(name: str, compose_file: Path) -> None:
+    subprocess.run(
+        ["docker", "compose", "-p", name, "-f", str(compose_file), "up", "-d"],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_names_say_whose_run_a_project_is() -> None:
+    mine = compose_projects.project_name("test")
+    assert mine.startswith(f"mcp-lab-test-{os.getpid()}-")
+    dead = f"mcp-lab-scale-{gone_pid()}-0123abcd"
+    assert compose_projects.leftovers([mine, dead, "mcp-lab-test-abcdef12", "other"]) == [dead]
+
+
+def test_a_gone_runs_stack_is_taken_down_and_a_running_ones_is_not(tmp_path: Path) -> None:
+    compose_file = tmp_path / "compose.yml"
+    image = os.environ.get("REDIS_IMAGE", "redis:7-alpine")
+    compose_file.write_text(COMPOSE.format(image=image))
+    left = f"mcp-lab-test-{gone_pid()}-0123abcd"
+    mine = compose_projects.project_name("test")
+    try:
+        up(left, compose_file)
+        up(mine, compose_file)
+        assert {left, mine} <= listed()
+        assert left in compose_projects.remove_leftovers()
+        still = listed()
+        assert left not in still and mine in still
+    finally:
+        for name in (left, mine):
+            subprocess.run(
+                ["docker", "compose", "-p", name, "down", "--volumes", "--timeout", "1"],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
