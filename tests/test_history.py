@@ -143,3 +143,18 @@ def test_the_table_escapes_what_a_client_printed(tmp_path: Path) -> None:
     assert "\x1b" not in table and "\x07" not in table, table
     assert "forged line" in table and "\n    2099-01-01" not in table, table
     assert "1.0.0\\x1b[2J" in table, table
+
+
+def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named twice, a client would run twice at once into the same run folders."""
+    asked: list[list[str]] = []
+
+    async def made(names: list[str], *_: object, **__: object) -> list[Row]:
+        asked.append(list(names))
+        return [row("1.0.0", 3, OLD)]
+
+    monkeypatch.setattr(runner, "run_clients", made)
+    with pytest.raises(SystemExit) as exit_code:
+        main(["clients", "run", "--client", "inspector", "--client", "inspector", "--quiet"])
+    assert exit_code.value.code == 0
+    assert asked == [["inspector"]]

@@ -101,7 +101,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from services.bridges.install import cache_dir
     from services.scenarios import registry
 
-    names = args.bridge or list(BRIDGES)
+    names = list(dict.fromkeys(args.bridge or BRIDGES))  # each once, in the order given
     if runner_cli.refuse_unknown(names, BRIDGES, "bridge"):
         return 2
     try:

@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from services.clients.install import cache_dir
     from services.scenarios import registry
 
-    names = args.client or list(CLIENTS)
+    names = list(dict.fromkeys(args.client or CLIENTS))  # each once, in the order given
     if runner_cli.refuse_unknown(names, CLIENTS, "client"):
         return 2
     try:
