@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from services.clients.versions import version_key
+from services.versions import version_key
 
 
 class Kept(Protocol):

@@ -119,8 +119,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from services import run_folders
     from services.clients import runner, sweep
     from services.clients.install import InstallError, cache_dir, released, resolve_version
-    from services.clients.versions import version_key
     from services.scenarios import registry
+    from services.versions import version_key
 
     spec = CLIENTS.get(args.client)
     if spec is None or spec.package is None or spec.not_installable:

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from services.clients.pins import NODE22_VERSION, ClientSpec, node22_package
-from services.clients.versions import version_key
+from services.versions import version_key
 
 INSTALL_TIMEOUT = 900.0
 LATEST = "latest"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.clients.matrix import CHECKLIST, Row
-from services.clients.versions import is_prerelease, version_key
+from services.versions import is_prerelease, version_key
 
 RUN_ALL_UP_TO = 3  # a range this short is run whole
 Cell = tuple[str, str]  # (scenario, setup)
