@@ -3,7 +3,6 @@ taken down before a new stack starts; a stack of a run still going is left alone
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -28,14 +27,7 @@ def gone_pid() -> int:
 
 
 def listed() -> set[str]:
-    out = subprocess.run(
-        ["docker", "compose", "ls", "--all", "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    return {p["Name"] for p in json.loads(out or "[]")}
+    return set(compose_projects.projects())
 
 
 def up(name: str, compose_file: Path) -> None:

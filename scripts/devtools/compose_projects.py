@@ -50,7 +50,7 @@ def leftovers(projects: Iterable[str]) -> list[str]:
     return sorted(gone)
 
 
-def _projects() -> list[str]:
+def projects() -> list[str]:
     """Every compose project with a container on this engine, running or not."""
     listed = subprocess.run(
         ["docker", "compose", "ls", "--all", "--format", "json"],
@@ -67,7 +67,7 @@ def remove_leftovers() -> list[str]:
     their names. A failure to list or remove is printed, never raised: a new
     stack can still start beside a leftover."""
     try:
-        found = leftovers(_projects())
+        found = leftovers(projects())
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         print(f"compose_projects: could not list compose projects: {exc}")
         return []
