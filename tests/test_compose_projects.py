@@ -9,6 +9,7 @@ from pathlib import Path
 
 from scripts.devtools import compose_projects
 from tests.conftest import skip_unless_docker_is_usable
+from tests.docker_redis import REDIS_IMAGE
 
 skip_unless_docker_is_usable()
 
@@ -48,7 +49,7 @@ def test_names_say_whose_run_a_project_is() -> None:
 
 def test_a_gone_runs_stack_is_taken_down_and_a_running_ones_is_not(tmp_path: Path) -> None:
     compose_file = tmp_path / "compose.yml"
-    image = os.environ.get("REDIS_IMAGE", "redis:7-alpine")
+    image = REDIS_IMAGE
     compose_file.write_text(COMPOSE.format(image=image))
     left = f"mcp-lab-test-{gone_pid()}-0123abcd"
     mine = compose_projects.project_name("test")
