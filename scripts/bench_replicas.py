@@ -100,13 +100,7 @@ class ComposeStack:
         self._run("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
         if not images:
             return
-        subprocess.run(
-            ["docker", "image", "rm", "-f"]
-            + [f"{self.project}-{s}" for s in ("server", "updater", "balancer")],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        compose_projects.remove_images(self.project)
 
 
 def spread_recorder(

@@ -68,3 +68,22 @@ def test_a_gone_runs_stack_is_taken_down_and_a_running_ones_is_not(tmp_path: Pat
                 timeout=120,
                 check=False,
             )
+
+
+def test_a_projects_images_go_by_name_and_a_base_image_they_share_stays() -> None:
+    """An image built for a project may be a base image under another name (nothing
+    changed in its build): only the project's names go, never the image by id."""
+    project = compose_projects.project_name("test")
+    names = [f"{project}-server:latest", f"{project}-updater:latest"]
+    for name in names:
+        subprocess.run(["docker", "tag", REDIS_IMAGE, name], timeout=60, check=True)
+    compose_projects.remove_images(project)
+    images = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    assert not set(names) & set(images)
+    assert REDIS_IMAGE in images or f"{REDIS_IMAGE}:latest" in images

@@ -107,13 +107,7 @@ def stack() -> Iterator[Stack]:
         finally:
             os.environ.clear()
             os.environ.update(saved)
-            subprocess.run(
-                ["docker", "image", "rm", "-f"]
-                + [f"{project}-{s}" for s in ("server", "updater", "balancer")],
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            compose_projects.remove_images(project)
 
 
 @dataclass

@@ -70,12 +70,7 @@ def stack() -> Iterator[tuple[DockerCompose, str]]:
         os.environ.clear()
         os.environ.update(saved)
         # The images built for this project only; the base images stay.
-        subprocess.run(
-            ["docker", "image", "rm", "-f", f"{project}-server", f"{project}-updater"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        compose_projects.remove_images(project)
 
 
 def redis_cli(compose: DockerCompose, *args: str) -> str:

@@ -10,6 +10,11 @@ So each project is named after the process that started it,
 stack starts, takes down (containers, volumes, the images built for it) every
 project of that form whose process no longer runs on this host. A project of a
 process that still runs (another test run beside this one) is never touched.
+
+A project's images are removed by :func:`remove_images`, which keeps their
+untagged parent layers: another stack being built at the same moment (the Docker
+tests run side by side) may be using them as its build cache, and the legacy
+builder fails with "unknown parent image ID" when one goes from under it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,30 @@ def projects() -> list[str]:
     return [str(project["Name"]) for project in json.loads(listed or "[]")]
 
 
+def remove_images(project: str) -> None:
+    """Remove the images built for ``project`` (``<project>-<service>``), keeping
+    their parent layers (see the module's docstring). Never raises."""
+    try:
+        # By name, never by id: an id may also carry another name (a base image).
+        listing = ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"]
+        found = subprocess.run(
+            [*listing, "--filter", f"reference={project}-*"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        if found:
+            subprocess.run(
+                ["docker", "image", "rm", "--no-prune", *sorted(set(found))],
+                capture_output=True,
+                timeout=_TIMEOUT_SECONDS,
+                check=False,
+            )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"compose_projects: could not remove the images of {project}: {exc}")
+
+
 def remove_leftovers() -> list[str]:
     """Take down the projects of runs that are gone (see the module's docstring);
     their names. A failure to list or remove is printed, never raised: a new
@@ -72,16 +101,17 @@ def remove_leftovers() -> list[str]:
         print(f"compose_projects: could not list compose projects: {exc}")
         return []
     for name in found:
-        down = ["docker", "compose", "-p", name, "down", "--volumes", "--rmi", "local"]
+        down = ["docker", "compose", "-p", name, "down", "--volumes", "--remove-orphans"]
         try:
             subprocess.run(
-                [*down, "--remove-orphans", "--timeout", "5"],
+                [*down, "--timeout", "5"],
                 capture_output=True,
                 timeout=_TIMEOUT_SECONDS,
                 check=True,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             print(f"compose_projects: could not remove the leftover project {name}: {exc}")
-        else:
-            print(f"compose_projects: removed the leftover project {name} (its run is gone)")
+            continue
+        remove_images(name)
+        print(f"compose_projects: removed the leftover project {name} (its run is gone)")
     return found
