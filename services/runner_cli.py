@@ -90,15 +90,16 @@ def add_history_parser(
     summary: str,
     formats: str,
     func: Callable[[argparse.Namespace], int],
-) -> None:
+) -> argparse.ArgumentParser:
     """``history`` among ``actions``: ``--KIND NAME`` and ``--scenario NAME`` (one of
     each, in ``args.KIND`` and ``args.scenario``), ``--format table|json`` (what each
-    gives: ``formats``)."""
+    gives: ``formats``). Returned, for options of one runner's own."""
     shown = actions.add_parser("history", help=summary)
     shown.add_argument(f"--{kind}", default=None, metavar="NAME", help=f"this {kind} only")
     shown.add_argument("--scenario", default=None, metavar="NAME", help="this scenario only")
     shown.add_argument("--format", choices=["table", "json"], default="table", help=formats)
     shown.set_defaults(func=func)
+    return shown
 
 
 def show_history(
@@ -111,25 +112,29 @@ def show_history(
     cells: Callable[[list[E]], list[C]],
     to_json: Callable[[list[C], Path], dict[str, Any]],
     to_table: Callable[[list[C], Path], str],
+    only: dict[str, str | None] | None = None,
 ) -> int:
     """``mcp-lab clients|bridges history``: the kept rows (of the ``kind`` ``name``, in
-    ``scenario``) as cells, in the ``form`` asked; exit code 1 when the history cannot
-    be read."""
+    ``scenario``, and whose other attributes have the values ``only`` names, where
+    given) as cells, in the ``form`` asked; exit code 1 when the history cannot be
+    read."""
     where = history_path()
     try:
         entries = read(where, name)
     except (sqlite3.Error, OSError) as exc:
         print(f"mcp-lab: the history in {where} could not be read: {exc}", file=sys.stderr)
         return 1
-    if scenario is not None:
-        entries = [e for e in entries if e.scenario == scenario]
+    wanted = {"scenario": scenario, **(only or {})}
+    for attribute, value in wanted.items():
+        if value is not None:
+            entries = [e for e in entries if getattr(e, attribute) == value]
     found = cells(entries)
     if form == "json":
         print(json.dumps(to_json(found, where), indent=2))
-    elif not found and (name or scenario):
-        asked = ((kind, name), ("scenario", scenario))
-        wanted = " and ".join(f"{k} {v}" for k, v in asked if v)
-        print(f"nothing kept for {wanted} in {where}")
+    elif not found and (name or any(wanted.values())):
+        asked = ((kind, name), *wanted.items())
+        said = " and ".join(f"{k} {v}" for k, v in asked if v)
+        print(f"nothing kept for {said} in {where}")
     else:
         print(to_table(found, where))
     return 0

@@ -235,3 +235,24 @@ def test_a_history_that_cannot_be_written_is_said_and_the_run_goes_on(
     said = capsys.readouterr()
     assert json.loads(said.out)["bridges"][0]["version"] == "0.16.0"
     assert "mcp-lab bridges: the history could not be written:" in said.err
+
+
+def test_the_history_of_one_direction(kept: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = row("0.16.0", True)
+    other.direction = "stdio->SSE"
+    history.record([row("0.15.1", False), other], path=kept, when="2026-12-01T10:00:00Z")
+
+    def shown(*options: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_code:
+            main(["bridges", "history", *options])
+        out, err = capsys.readouterr()
+        return int(exit_code.value.code or 0), out, err
+
+    code, out, _ = shown("--direction", "stdio->SSE", "--format", "json")
+    assert code == 0
+    (bridge,) = json.loads(out)["bridges"]
+    assert {c["direction"] for c in bridge["cells"]} == {"stdio->SSE"}
+    code, out, _ = shown("--direction", "SSE->stdio")
+    assert code == 0 and "nothing kept for direction SSE->stdio" in out
+    code, _, err = shown("--direction", "sideways")
+    assert code == 2 and "'sideways' is no direction" in err

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
-    runner_cli.add_history_parser(
+    shown = runner_cli.add_history_parser(
         actions,
         kind="bridge",
         summary="every bridges run kept: per bridge, direction and scenario, the marks over "
@@ -68,6 +68,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formats="table: per bridge, direction and scenario, one line per version (default); "
         "json: each cell's latest marks, entries and changes",
         func=_cmd_history,
+    )
+    shown.add_argument(
+        "--direction", default=None, metavar="CLIENT->LAB", help="this direction only"
     )
 
 
@@ -141,6 +144,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from services.bridges import history
 
+    try:
+        way = None if args.direction is None else direction(args.direction).name
+    except ValueError as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
     return runner_cli.show_history(
         "bridge",
         args.bridge,
@@ -150,4 +158,5 @@ def _cmd_history(args: argparse.Namespace) -> int:
         cells=history.cells,
         to_json=history.to_json,
         to_table=history.to_table,
+        only={"direction": way},
     )
