@@ -26,6 +26,8 @@ import subprocess
 import uuid
 from collections.abc import Iterable
 
+from services.cli.runtime import process_exists
+
 _NAME = re.compile(r"^mcp-lab-[a-z]+-(?P<pid>\d+)-[0-9a-f]{8}$")
 _TIMEOUT_SECONDS = 180
 
@@ -35,22 +37,12 @@ def project_name(kind: str) -> str:
     return f"mcp-lab-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it runs
-    return True
-
-
 def leftovers(projects: Iterable[str]) -> list[str]:
     """The projects named by :func:`project_name` whose process is gone."""
     gone = []
     for name in projects:
         match = _NAME.match(name)
-        if match and not _running(int(match["pid"])):
+        if match and not process_exists(int(match["pid"])):
             gone.append(name)
     return sorted(gone)
 

@@ -63,7 +63,8 @@ def start_time(pid: int) -> str | None:
     return fields[19]
 
 
-def _exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie counts as ended)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -92,7 +93,7 @@ class Proc:
         return self.started is not None
 
     def alive(self) -> bool:
-        if not _exists(self.pid):
+        if not process_exists(self.pid):
             return False
         return self.started is None or start_time(self.pid) == self.started
 

@@ -266,8 +266,8 @@ class Relay:
             told |= new
             logger.info(
                 "[relay] reconciled list_changed uri=%s session=%s (missed while deaf)",
-                ",".join(sorted(new)),
-                target.peer.session,
+                logs.shorten(",".join(sorted(new))),
+                logs.shorten(target.peer.session),
             )
             await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
             sent += 1
