@@ -231,6 +231,7 @@ def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fro
         app.router.routes.append(Mount("/", app=sse))
     if settings.post_responses == "auto":
         mcp_adapter.answer_posts_as_json(app, protocol.ANSWERED_AS_JSON.__contains__)
+    mcp_adapter.write_get_streams(app, lab.closing)
     get_stream: GetStream = plain(app)
     if settings.resumable:
         mcp_adapter.bind_session_event_stores(app, lab.event_store, lab.protocol_of)

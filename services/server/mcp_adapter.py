@@ -51,6 +51,7 @@ and serialising it with ``model_dump_json(by_alias=True, exclude_unset=True)``
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import uuid
@@ -70,7 +71,9 @@ from fastmcp.server.http import StreamableHTTPASGIApp
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import (
+    CONTENT_TYPE_SSE,
     GET_STREAM_KEY,
+    LAST_EVENT_ID_HEADER,
     MCP_SESSION_ID_HEADER,
     REQUEST_STREAM_BUFFER_SIZE,
     EventMessage,
@@ -94,6 +97,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from services import sse
+from services.server import get_writer
 
 logger = logging.getLogger("mcp_lab.server")
 
@@ -353,6 +359,69 @@ async def _answer_as_json(
         if unkept is not None:
             unkept.discard(request_id)
     await response(scope, receive, send)
+
+
+def write_get_streams(app: Starlette, closing: asyncio.Event) -> None:
+    """Serve each session's standalone GET stream with the lab's own writer
+    (:func:`services.server.get_writer.serve`) instead of the SDK's sse-starlette
+    response; ``closing``, once set, ends every such stream (the server stops).
+
+    Only a GET the SDK would open a stream for: one with ``Last-Event-ID`` (a
+    replay), without ``text/event-stream`` in its ``Accept`` (406) or while the
+    session's stream is open (409) goes to the SDK's own ``_handle_get_request``,
+    as does everything its ``_validate_request_headers`` refuses. The stream is the
+    SDK's: its queue ``_request_streams[GET_STREAM_KEY]`` (made as the SDK makes it,
+    before the 200 is sent, and cleaned up with ``_clean_up_memory_streams``), each
+    event as its ``_create_event_data`` makes it, its headers."""
+    _adjust_admitted(app, lambda transport: _write_get_stream(transport, closing))
+
+
+def _write_get_stream(transport: StreamableHTTPServerTransport, closing: asyncio.Event) -> None:
+    """Make ``transport`` serve its standalone GET stream with the lab's writer."""
+    handle = transport._handle_get_request
+
+    def event_of(message: EventMessage) -> bytes:
+        data = transport._create_event_data(message)
+        return sse.frame(data["data"], event=data["event"], event_id=data.get("id"))
+
+    async def handle_get(request: Request, send: Send) -> None:
+        if (
+            request.headers.get(LAST_EVENT_ID_HEADER)
+            or not check_accept_headers(request)[1]
+            or GET_STREAM_KEY in transport._request_streams
+        ):
+            await handle(request, send)
+            return
+        if not await transport._validate_request_headers(request, send):
+            return
+        transport._request_streams[GET_STREAM_KEY] = anyio.create_memory_object_stream[
+            EventMessage
+        ](REQUEST_STREAM_BUFFER_SIZE)
+        headers = [
+            (b"content-type", CONTENT_TYPE_SSE.encode()),
+            (b"cache-control", b"no-cache, no-transform"),
+            (b"connection", b"keep-alive"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        if transport.mcp_session_id:
+            headers.append((MCP_SESSION_ID_HEADER.encode(), transport.mcp_session_id.encode()))
+        try:
+            await get_writer.serve(
+                transport._request_streams[GET_STREAM_KEY][1],
+                request.receive,
+                send,
+                headers=headers,
+                event_of=event_of,
+                closing=closing,
+            )
+        except Exception:
+            session = transport.mcp_session_id
+            logger.exception("[lab] error in the GET stream of session=%s", session)
+        finally:
+            await transport._clean_up_memory_streams(GET_STREAM_KEY)
+
+    # mypy refuses assigning to a method; replacing it is the point here.
+    transport._handle_get_request = handle_get  # type: ignore[method-assign]
 
 
 class HttpSessions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import uvicorn
 
@@ -23,6 +24,21 @@ _RELAY_START_SECONDS = 5
 
 class StartupFailed(Exception):
     """The HTTP server could not start (uvicorn has logged why)."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which sets ``closing`` as it starts to shut down: the GET
+    streams the lab writes end then, and uvicorn need not wait out its graceful
+    timeout for them (sse-starlette's streams watch uvicorn's signal handler for
+    the same)."""
+
+    def __init__(self, config: uvicorn.Config, closing: asyncio.Event) -> None:
+        super().__init__(config)
+        self._closing = closing
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._closing.set()
+        await super().shutdown(sockets)
 
 
 async def _serve(http: uvicorn.Server) -> None:
@@ -58,7 +74,7 @@ async def run_http(settings: LabSettings) -> None:
             connections.ConnectionGuard(cap, settings.head_timeout_seconds)
         ),
     )
-    http = uvicorn.Server(config)
+    http = _Server(config, lab.closing)
     serving = asyncio.create_task(_serve(http), name="uvicorn")
     while not http.started and not serving.done():
         await asyncio.sleep(0.05)

@@ -90,6 +90,9 @@ class Lab:
     long_lived: lifecycle.LongLived = field(default_factory=lifecycle.LongLived)
     # Redis clean-ups of ended sessions still running (see clean_up_later).
     cleanups: set[asyncio.Task[None]] = field(default_factory=set)
+    # Set when the HTTP server starts to stop: the GET streams the lab writes end
+    # (mcp_adapter.write_get_streams), so that no open stream holds the shutdown up.
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     def read_level(self, peer: Peer, uri: str, version: int) -> int:
         """The level of a read's ``[resources/read]`` line: INFO for a session's first
