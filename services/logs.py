@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from services import untrusted
@@ -30,19 +31,32 @@ def event(tag: str, detail: str, peer: Peer, extra: str = "", level: int = loggi
     Every part may hold what a client chose (its clientInfo, a URI): each is cut
     and escaped (services/untrusted.py), so the event is always one line and no
     value in it can pass for another line or a terminal escape."""
+    if _protocol.isEnabledFor(level):
+        _protocol.log(level, "%s", _event_line(tag, detail, peer, extra))
+
+
+def events(items: Iterable[tuple[str, str, Peer, str]], level: int = logging.INFO) -> None:
+    """Log many protocol events at once (a fan-out's), each ``(tag, detail, peer,
+    extra)`` as :func:`event` would: one record, which the lab's formatter writes as
+    those lines, in order, with one write (a fan-out to 1,000 sessions logs 2,000
+    lines; one record per line cost 30 ms before the first notification left)."""
     if not _protocol.isEnabledFor(level):
         return
+    lines = [_event_line(tag, detail, peer, extra) for tag, detail, peer, extra in items]
+    if lines:
+        _protocol.log(level, "%s", "\n".join(lines), extra={_LINES: lines})
+
+
+def _event_line(tag: str, detail: str, peer: Peer, extra: str) -> str:
     limit = untrusted.LOG_PART_CHARS
     tail = f" {untrusted.shown(extra, limit)}" if extra else ""
-    _protocol.log(
-        level,
-        "[%s] %s session=%s client=%s%s",
-        tag,
-        untrusted.shown(detail, limit),
-        untrusted.shown(peer.session, limit),
-        untrusted.shown(peer.client, limit),
-        tail,
-    )
+    detail = untrusted.shown(detail, limit)
+    session = untrusted.shown(peer.session, limit)
+    return f"[{tag}] {detail} session={session} client={untrusted.shown(peer.client, limit)}{tail}"
+
+
+# The attribute of a record of many lines (events()), each formatted as its own.
+_LINES = "mcp_lab_lines"
 
 
 # How much of a value a log line quotes: text, one raw value, fields of an entry.
@@ -87,6 +101,18 @@ class OneLineFormatter(logging.Formatter):
     lab, the SDK, uvicorn): control characters escaped, cut to
     ``untrusted.LOG_MESSAGE_CHARS``; a library's own lines get a ``[tag]`` like the
     lab's. A traceback, when there is one, follows as is."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines: list[str] | None = getattr(record, _LINES, None)
+        if lines is None:
+            return super().format(record)
+        # Many event lines in one record (events()): each as its own record would be.
+        record.asctime = self.formatTime(record, self.datefmt)
+        formatted = []
+        for line in lines:
+            record.message = line
+            formatted.append(self.formatMessage(record))
+        return "\n".join(formatted)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = untrusted.cut(record.message, untrusted.LOG_MESSAGE_CHARS)

@@ -43,10 +43,11 @@ from redis.exceptions import RedisError
 from services import contract, heap, logs, protocol, state
 from services.catalog import Catalog
 from services.evidence.recorder import Recorder, Sent, now_ms
-from services.logs import event
+from services.logs import event, events
 from services.reconnect import keep_running
 from services.server import mcp_adapter
 from services.server.mcp_adapter import PreparedNotification
+from services.server.peers import Peer
 from services.server.resume.eventstore import store_events
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -81,13 +82,15 @@ def _failed(exc: BaseException) -> str:
 
 def _log(outcomes: list[_Outcome]) -> None:
     """The seed's log lines of sent notifications, in the order they were put."""
+    lines: list[tuple[str, str, Peer, str]] = []
     for o in outcomes:
         peer = o.target.peer
         if o.method == UPDATED:
-            event("resource/update", f"uri={o.uri} version={o.version}", peer)
-            event("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem)
+            lines.append(("resource/update", f"uri={o.uri} version={o.version}", peer, ""))
+            lines.append(("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem))
         else:
-            event("notification/send", o.method, peer, o.problem)
+            lines.append(("notification/send", o.method, peer, o.problem))
+    events(lines)
 
 
 @dataclass(frozen=True, slots=True)
