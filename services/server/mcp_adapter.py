@@ -30,6 +30,15 @@ way the SDK's JSON branch does (``_request_streams``, ``_read_stream_writer``,
 ``_clean_up_memory_streams``, ``_create_json_response``, ``_create_error_response``)
 and hands every other request to the SDK's own method.
 
+Who writes a session's standalone GET stream (:func:`write_get_streams`): the lab
+(``services/server/get_writer.py``), by replacing a transport's
+``_handle_get_request`` with one that does what the SDK's does before it opens the
+stream (``check_accept_headers``, ``_validate_request_headers``, 409 when
+``_request_streams`` has ``GET_STREAM_KEY``), makes that queue as the SDK does
+(``REQUEST_STREAM_BUFFER_SIZE``), frames each event from ``_create_event_data`` and
+cleans up with ``_clean_up_memory_streams`` (which closes the reader too, under a
+waiting writer); a GET with ``Last-Event-ID`` goes to the SDK's own method.
+
 FastMCP's middleware chain: :func:`typed_hooks_run_now` reads fastmcp 4.2's
 ``fastmcp.server.middleware.middleware._dispatch_phase`` ContextVar, for the
 lab's ``EventLogMiddleware`` that dispatches to its hooks itself (handlers.py).
