@@ -50,6 +50,18 @@ class Client:
     def bodies(self) -> list[bytes]:
         return [m["body"] for m in self.sent if m["type"] == "http.response.body"]
 
+    async def served(
+        self,
+        queue: Any,
+        closing: asyncio.Event | None = None,
+        ping_seconds: float = get_writer.PING_SECONDS,
+    ) -> None:
+        """The writer serving ``queue`` to this client until the stream ends."""
+        await get_writer.serve(
+            queue, self.receive, self.send, headers=HEADERS, event_of=event_of,
+            closing=closing or asyncio.Event(), ping_seconds=ping_seconds,
+        )  # fmt: skip
+
 
 def event_of(text: str) -> bytes:
     return sse.frame(text, event="message", event_id=text)
@@ -62,10 +74,7 @@ async def test_each_message_goes_out_as_one_event_and_the_body_ends_with_the_que
     tx.send_nowait("second")
     tx.close()  # the SDK's clean-up at the session's end
     with anyio.fail_after(5):
-        await get_writer.serve(
-            rx, client.receive, client.send, headers=HEADERS, event_of=event_of,
-            closing=asyncio.Event(),
-        )  # fmt: skip
+        await client.served(rx)
     assert client.sent[0] == {"type": "http.response.start", "status": 200, "headers": HEADERS}
     assert client.bodies() == [event_of("first"), event_of("second"), b""]
     assert client.sent[-1]["more_body"] is False
@@ -77,10 +86,7 @@ async def test_a_queue_closed_under_the_waiting_writer_ends_the_stream_quietly()
     client = Client()
     tx, rx = anyio.create_memory_object_stream[str](10)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: get_writer.serve(
-            rx, client.receive, client.send, headers=HEADERS, event_of=event_of,
-            closing=asyncio.Event(),
-        ))  # fmt: skip
+        tasks.start_soon(client.served, rx)
         tx.send_nowait("only")
         await client.sent_body(event_of("only"))
         await tx.aclose()
@@ -92,10 +98,7 @@ async def test_a_client_that_leaves_ends_the_stream_and_closes_its_queue() -> No
     client = Client()
     tx, rx = anyio.create_memory_object_stream[str](10)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: get_writer.serve(
-            rx, client.receive, client.send, headers=HEADERS, event_of=event_of,
-            closing=asyncio.Event(),
-        ))  # fmt: skip
+        tasks.start_soon(client.served, rx)
         tx.send_nowait("one")
         await client.sent_body(event_of("one"))
         client.leave.set()
@@ -110,9 +113,7 @@ async def test_the_server_closing_ends_every_stream_and_its_body() -> None:
     async with anyio.create_task_group() as tasks:
         for client in clients:
             _, rx = anyio.create_memory_object_stream[str](10)
-            tasks.start_soon(lambda c=client, r=rx: get_writer.serve(
-                r, c.receive, c.send, headers=HEADERS, event_of=event_of, closing=closing,
-            ))  # fmt: skip
+            tasks.start_soon(client.served, rx, closing)
         await anyio.wait_all_tasks_blocked()
         closing.set()
     for client in clients:
@@ -123,10 +124,7 @@ async def test_an_idle_stream_is_pinged_with_a_comment() -> None:
     client = Client()
     _, rx = anyio.create_memory_object_stream[str](10)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: get_writer.serve(
-            rx, client.receive, client.send, headers=HEADERS, event_of=event_of,
-            closing=asyncio.Event(), ping_seconds=0.01,
-        ))  # fmt: skip
+        tasks.start_soon(client.served, rx, None, 0.01)
         await client.sent_body(b": ping - ")
         client.leave.set()
     ping = client.bodies()[0]
