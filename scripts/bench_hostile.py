@@ -35,7 +35,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.cli.embedded_redis import EmbeddedRedis, free_port, start_redis
+from services.process.embedded_redis import EmbeddedRedis, free_port, start_redis
 from tests.lab import LabProcess, lab_env
 
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -25,7 +25,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.cli.embedded_redis import free_port, start_redis
+from services.process.embedded_redis import free_port, start_redis
 from tests.lab import LabProcess, start_server
 
 _CONCURRENCY = 16

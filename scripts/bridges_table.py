@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services import run_folders  # noqa: E402
-from services.bridges import history, matrix, runner  # noqa: E402
-from services.bridges.install import cache_dir  # noqa: E402
-from services.bridges.specs import BRIDGES  # noqa: E402
+from services.runners import run_folders  # noqa: E402
+from services.runners.bridges import history, matrix, runner  # noqa: E402
+from services.runners.bridges.install import cache_dir  # noqa: E402
+from services.runners.bridges.specs import BRIDGES  # noqa: E402
 
 START = "<!-- bridges-table:start -->"
 END = "<!-- bridges-table:end -->"

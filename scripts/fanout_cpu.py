@@ -1,6 +1,6 @@
 """Server CPU per notification of a fan-out, and where it goes (optional py-spy).
 
-``scripts/bench.py --only fanout`` times one publish; this sets up the same N
+``scripts/bench --only fanout`` times one publish; this sets up the same N
 subscribed sessions (shared scope, the benchmark's raw client; subscribed
 ``--concurrency`` at a time, not all at once as the benchmark does) once, waits for
 the subscribes' own writes to settle, then publishes ``--rounds`` times and
@@ -27,7 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench
+from bench.fanout import UPDATES_CHANNEL
+from bench.procs import ROOT, free_port, start_lab
+from bench.sessions import setup_sessions, subscribe_all
+from bench.table import pct
+from rawmcp import STATUS_URI, RawClient
 
 SETTLE_SECONDS = 2.0
 AFTER_SECONDS = 1.0
@@ -50,12 +54,12 @@ async def publishes(
     redis = Redis.from_url(url)
     await redis.ping()
     stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-    clients, failed, _ = await bench.setup_sessions(port, n, concurrency, name="fanout")
+    clients, failed, _ = await setup_sessions(port, n, concurrency, name="fanout")
     # Subscribed ``concurrency`` at a time: this measures the fan-out, not a storm.
-    subscribed: list[bench.RawClient] = []
+    subscribed: list[RawClient] = []
     refused: Counter[str] = Counter()
     for first in range(0, len(clients), concurrency):
-        some, no = await bench.subscribe_all(clients[first : first + concurrency])
+        some, no = await subscribe_all(clients[first : first + concurrency])
         subscribed += some
         refused += no
     print(f"sessions: {len(subscribed)} subscribed, {sum(failed.values())} failed setup, "
@@ -73,20 +77,20 @@ async def publishes(
             for client in subscribed:
                 client.notifications.clear()
             version = 1_000_000 + int(time.time()) + round_
-            key = f"mcp:state:shared:{bench.STATUS_URI}"
+            key = f"mcp:state:shared:{STATUS_URI}"
             await redis.hset(key, mapping={"version": version, "text": "x"})
-            body = json.dumps({"uri": bench.STATUS_URI, "version": version})
+            body = json.dumps({"uri": STATUS_URI, "version": version})
             cpu = cpu_seconds(stat)
             published = asyncio.get_running_loop().time()
-            await redis.publish(bench.UPDATES_CHANNEL, body)
+            await redis.publish(UPDATES_CHANNEL, body)
             await asyncio.gather(*(c.wait_notification(1, 120.0) for c in subscribed))
             got = [c.notifications[0][0] - published for c in subscribed if c.notifications]
             await asyncio.sleep(AFTER_SECONDS)
             cpu_ms = (cpu_seconds(stat) - cpu) * 1000
             print(
                 f"publish {round_}: {len(got)} notified, p50/p99/max "
-                f"{bench.pct(got, 0.5):.1f} / {bench.pct(got, 0.99):.1f} / "
-                f"{bench.pct(got, 1.0):.1f} ms; server CPU {cpu_ms:.0f} ms "
+                f"{pct(got, 0.5):.1f} / {pct(got, 0.99):.1f} / "
+                f"{pct(got, 1.0):.1f} ms; server CPU {cpu_ms:.0f} ms "
                 f"({cpu_ms * 1000 / max(len(got), 1):.0f} us per notification)",
                 flush=True,
             )
@@ -100,19 +104,19 @@ async def publishes(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", type=Path, default=bench.ROOT, help="checkout of the lab")
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout of the lab")
     parser.add_argument("-n", type=int, default=1000, help="subscribed sessions")
     parser.add_argument("--rounds", type=int, default=3, help="publishes")
     parser.add_argument("--concurrency", type=int, default=200, help="sessions set up at a time")
     parser.add_argument("--spy", default="", help="py-spy raw output of the second publish")
     args = parser.parse_args()
-    from services.cli.embedded_redis import start_redis
+    from services.process.embedded_redis import start_redis
 
     print(f"lab code: {args.code.resolve()}  load: {os.getloadavg()[0]:.1f}")
     redis_server = start_redis()
     try:
-        port = bench.free_port()
-        procs = bench.start_lab(
+        port = free_port()
+        procs = start_lab(
             args.code.resolve(),
             redis_server.url,
             port,

@@ -83,7 +83,7 @@ def redis_version() -> str:
     """``redis-server --version`` of the binary the tests start, or '?'."""
     sys.path.insert(0, str(ROOT))
     try:
-        from services.cli.embedded_redis import redis_binary
+        from services.process.embedded_redis import redis_binary
 
         out = subprocess.run(
             [redis_binary("redis-server"), "--version"],

@@ -4,7 +4,7 @@ Streamable HTTP 2025-11-25, nothing else: initialize (a session id), the
 initialized notification (202), one GET stream per session (a priming event,
 then notifications), resources/read, resources/subscribe and unsubscribe. No
 state store, no evidence, no resumption, no checks: what any server has to do at
-least to answer the same bytes, so ``scripts/bench.py`` can show the lab's cost
+least to answer the same bytes, so ``scripts/bench`` can show the lab's cost
 as a ratio to it. After a subscribe it notifies the session at once, or ``--delay``
 seconds later (the lab's updater does that through Redis); with ``--redis-url`` it
 also listens on the updates channel and notifies every subscribed session of each

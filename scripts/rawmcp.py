@@ -4,7 +4,7 @@ No HTTP library: one keep-alive connection per client for its POSTs, and one
 more for its GET stream, so thousands of sessions cost little on the client
 side. It speaks only what the benchmark and the load test need: initialize,
 notifications/initialized, requests with a JSON or an SSE reply, and one GET
-stream whose events are parsed as they arrive. Used by ``scripts/bench.py`` and
+stream whose events are parsed as they arrive. Used by ``scripts/bench`` and
 ``tests/test_load.py``.
 """
 

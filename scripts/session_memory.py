@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import bench  # noqa: E402
+from bench.procs import Proc, free_port, lab_env  # noqa: E402
+from bench.sessions import setup_sessions, subscribe_all  # noqa: E402
+from rawmcp import RawClient  # noqa: E402
 
 SNAPSHOT_ENV = "MCP_LAB_SNAPSHOT"
 # Frames that only carry an allocation made for someone else.
@@ -107,11 +109,11 @@ def by_component(snapshot_path: Path, sessions: int) -> list[tuple[str, float]]:
     return [(name, size / 1024 / sessions) for name, size in sizes.most_common()]
 
 
-async def subscribed_sessions(port: int, n: int, concurrency: int) -> list[bench.RawClient]:
-    clients, failed, _ = await bench.setup_sessions(port, n, 100, name="memory")
-    subscribed: list[bench.RawClient] = []
+async def subscribed_sessions(port: int, n: int, concurrency: int) -> list[RawClient]:
+    clients, failed, _ = await setup_sessions(port, n, 100, name="memory")
+    subscribed: list[RawClient] = []
     for i in range(0, len(clients), concurrency):
-        accepted, refused = await bench.subscribe_all(clients[i : i + concurrency])
+        accepted, refused = await subscribe_all(clients[i : i + concurrency])
         subscribed += accepted
         if refused:
             print(f"  refused: {dict(refused)}")
@@ -144,7 +146,7 @@ async def measure(port: int, pid: int, args: argparse.Namespace, snapshot: Path)
         counts[kind] += 1
     await rc.aclose()
     await asyncio.gather(*(c.end() for c in held))
-    # No RSS here: tracemalloc's own traces take as much again (see scripts/bench.py).
+    # No RSS here: tracemalloc's own traces take as much again (see scripts/bench).
     print(f"{len(sessions)} sessions; Redis used_memory {redis_kb:.2f} KB/session")
     print("\n| server heap, by component | KB per session |\n|---|---|")
     rows = by_component(snapshot, n)
@@ -166,16 +168,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=10, help="subscribes at a time")
     args = parser.parse_args()
-    from services.cli.embedded_redis import start_redis
+    from services.process.embedded_redis import start_redis
 
     redis_server = start_redis()
     args.redis_url = redis_server.url
-    port = bench.free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="mcp-lab-memory-") as folder:
         snapshot = Path(folder) / "snapshot"
-        env = bench.lab_env(redis_server.url, port=str(port), update_delay_seconds="3600")
+        env = lab_env(redis_server.url, port=str(port), update_delay_seconds="3600")
         env.update({SNAPSHOT_ENV: str(snapshot), "MCP_TEST_LOG_LEVEL": "INFO"})
-        server = bench.Proc("server", [sys.executable, __file__, "--serve"], ROOT, env)
+        server = Proc("server", [sys.executable, __file__, "--serve"], ROOT, env)
         try:
             server.wait_for(r"\[lab\] server ready")
             asyncio.run(measure(port, server.process.pid, args, snapshot))

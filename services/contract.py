@@ -42,8 +42,9 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
+from services import protocol
 from services.catalog import Catalog
-from services.logs import shorten
+from services.untrusted import cut
 
 SHARED_SCOPE = "shared"
 ALL_SUBSCRIBERS = "*"
@@ -126,7 +127,7 @@ def is_event_id(value: str) -> bool:
 
 # The name of the scenario the running lab plays (set by the server at start).
 SCENARIO_KEY = "mcp:scenario"
-# The secret under which the dashboard labels sessions (services.server.labels).
+# The secret under which the dashboard labels sessions (services.evidence.labels).
 LABEL_SECRET_KEY = "mcp:dashboard:label-secret"
 LISTED_KEY_PREFIX = "mcp:listed:"
 
@@ -288,7 +289,7 @@ def _parse_batch(uri: str, body: dict[str, object]) -> list[UpdateMessage]:
 
 def _due(value: int | None) -> int | None:
     if value is not None and not 0 <= value <= LAST_EVENT_MS:
-        raise BadMessage(f"'due' {shorten(str(value), 40)} is outside 0..{LAST_EVENT_MS} ms")
+        raise BadMessage(f"'due' {cut(str(value), 40)} is outside 0..{LAST_EVENT_MS} ms")
     return value
 
 
@@ -341,7 +342,7 @@ def parse_job(fields: dict[str, str], catalog: Catalog) -> UpdateJob:
             raise BadMessage(f"delay {delay} is outside 0..86400")
     action = fields.get("action") or UPDATE_ACTION
     if action not in JOB_ACTIONS:
-        raise BadMessage(f"action {shorten(action, 40)!r} is not one of {sorted(JOB_ACTIONS)}")
+        raise BadMessage(f"action {cut(action, 40)!r} is not one of {sorted(JOB_ACTIONS)}")
     return UpdateJob(uri=uri, target=target, delay=delay, action=action)
 
 
@@ -362,6 +363,28 @@ class Transport(StrEnum):
     STREAMABLE_HTTP = "streamable-http"
     SSE = "sse"
     STDIO = "stdio"
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Who sent a message: the MCP session and the client behind it (its ``clientInfo``)."""
+
+    session: str
+    client_name: str = protocol.UNKNOWN_CLIENT
+    client_version: str = "?"
+    protocol: str = "?"
+    transport: Transport | str = "?"
+
+    @property
+    def client(self) -> str:
+        """``name/version``, as the log shows it."""
+        return f"{self.client_name}/{self.client_version}"
+
+    @property
+    def on_streamable_http(self) -> bool:
+        """Whether notifications need the session's GET stream (SSE and stdio carry
+        them on the connection itself)."""
+        return self.transport == Transport.STREAMABLE_HTTP
 
 
 REASON_IDLE = "idle"
@@ -458,11 +481,11 @@ class Event:
         except KeyError as exc:
             raise BadMessage(f"no field {exc.args[0]!r}") from exc
         except ValueError as exc:
-            raise BadMessage(shorten(str(exc), 120)) from exc
+            raise BadMessage(cut(str(exc), 120)) from exc
         if not 0 <= event.ts_ms <= LAST_EVENT_MS:
             raise BadMessage(f"time {event.ts_ms} is outside 0..{LAST_EVENT_MS} ms")
         if event.direction not in EVENT_DIRECTIONS:
-            shown = shorten(repr(event.direction), 60)
+            shown = cut(repr(event.direction), 60)
             raise BadMessage(f"direction {shown} is neither 'in' nor 'out'")
         return event
 

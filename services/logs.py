@@ -12,12 +12,9 @@ import logging
 import sys
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from services import untrusted
-
-if TYPE_CHECKING:
-    from services.server.peers import Peer
+from services.contract import Peer
 
 # Every lab logger is a child of this one (``mcp_lab.relay``, ``mcp_lab.updater``, ...),
 # so one level set here applies to all of them; the line format never names them.

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, Valid
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services import contract
+from services.scenarios import registry
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 BAD_SETTINGS_EXIT_CODE = 2
@@ -89,8 +90,6 @@ def _log_level(value: Any) -> Any:
 
 
 def _scenario(value: str) -> str:
-    from services.scenarios import registry
-
     if value not in registry.names():
         raise ValueError(f"must be one of {', '.join(registry.names())} (mcp-lab scenarios)")
     return value

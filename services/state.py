@@ -25,7 +25,7 @@ from services.catalog import VERSION_PLACEHOLDER
 logger = logging.getLogger("mcp_lab.state")
 
 # Runs the commands a function adds to a pipeline and returns their replies (or
-# raises the first error): :meth:`services.writer.BatchWriter.submit`, which puts
+# raises the first error): :meth:`services.process.writer.BatchWriter.submit`, which puts
 # them in its next batch.
 Batched = Callable[[Callable[[Pipeline], int]], Awaitable[list[Any]]]
 

@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 from services import contract, logs, state
 from services.catalog import Catalog
 from services.logs import setup_logging
-from services.reconnect import keep_running, stop_if_cancelled
+from services.process.reconnect import keep_running, stop_if_cancelled
 from services.scenarios import registry
 from services.settings import LabSettings
 

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from services import contract
-from services.cli.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from services.process.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
 from tests.lab import STATUS_URI, LabClient, LabProcess, lab_env
 
 FAULT_LOG_ENV = "MCP_LAB_FAULT_LOG"

@@ -31,9 +31,10 @@ import httpx2
 from starlette.types import ASGIApp, Message
 
 from services import state
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
+from services.runners import matrix_history
 from services.server.app import http_app
-from services.server.guard import guard
+from services.server.asgi import guard
 from services.settings import LabSettings
 from services.updater import Updater
 
@@ -270,7 +271,7 @@ class InProcServer(LogLines):
     def __init__(self, settings: LabSettings) -> None:
         super().__init__(f"server:{settings.port}", settings.log_level)
         self.settings = settings
-        app, self.lab = http_app(settings)
+        app, self.lab = http_app(settings, matrix=matrix_history.matrix)
         self.app: ASGIApp = guard(app, settings)
         self.url = settings.mcp_url
         self.transport = StreamingASGITransport(self.app, self, ("127.0.0.1", 50000))

@@ -1,5 +1,5 @@
 """Bridges and gateways between the reference client and a fresh lab:
-``mcp-lab bridges run`` (services/bridges).
+``mcp-lab bridges run`` (services/runners/bridges).
 
 One run of the whole matrix (every bridge, every direction it supports, ``single``,
 ``repeated`` and ``list-changed``; runs side by side) is checked against the verdicts
@@ -25,11 +25,26 @@ from pathlib import Path
 
 import pytest
 
-from services.bridges import history as bridges_history
-from services.bridges.run import lab_faults
-from services.bridges.runner import DEFAULT_SCENARIOS, run_bridge
-from services.bridges.specs import BRIDGES, HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
-from services.bridges.verdict import DROPPED, NOT_APPLICABLE, NOT_REACHED, PASSED, STEPS, Row
+from services.runners.bridges import history as bridges_history
+from services.runners.bridges.run import lab_faults
+from services.runners.bridges.runner import DEFAULT_SCENARIOS, run_bridge
+from services.runners.bridges.specs import (
+    BRIDGES,
+    HTTP,
+    LOCAL,
+    BridgeSpec,
+    Ends,
+    Invocation,
+    direction,
+)
+from services.runners.bridges.verdict import (
+    DROPPED,
+    NOT_APPLICABLE,
+    NOT_REACHED,
+    PASSED,
+    STEPS,
+    Row,
+)
 from services.scenarios import registry
 from tests.lab import ROOT
 

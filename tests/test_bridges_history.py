@@ -1,7 +1,7 @@
 """The bridges matrix's history: what ``mcp-lab bridges run`` keeps, across runs, how
 ``mcp-lab bridges history`` marks each change, and a history file of the schema before
 the bridges' upgraded. The runner is stood in for (its rows are made here, as
-services/bridges/verdict.py makes them): no bridge is installed or run."""
+services/runners/bridges/verdict.py makes them): no bridge is installed or run."""
 
 from __future__ import annotations
 
@@ -14,13 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from services.bridges import history, runner
-from services.bridges.verdict import DROPPED, NOT_APPLICABLE, NOT_REACHED, PASSED, STEPS, Cell, Row
 from services.cli.main import main
-from services.clients import history as clients_history
-from services.clients.matrix import Check
-from services.clients.matrix import Row as ClientRow
-from services.history_store import HISTORY_ENV, SCHEMA_VERSION
+from services.runners.bridges import history, runner
+from services.runners.bridges.verdict import (
+    DROPPED,
+    NOT_APPLICABLE,
+    NOT_REACHED,
+    PASSED,
+    STEPS,
+    Cell,
+    Row,
+)
+from services.runners.clients import history as clients_history
+from services.runners.clients.matrix import Check
+from services.runners.clients.matrix import Row as ClientRow
+from services.runners.history_store import HISTORY_ENV, SCHEMA_VERSION
 from tests.lab import ROOT
 
 WAY = "stdio->HTTP"

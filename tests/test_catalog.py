@@ -17,7 +17,7 @@ import uvicorn
 
 from services import state
 from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
 from services.server.app import http_app
 from services.settings import LabSettings
 from services.updater import Updater

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from services import contract
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
 from tests.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab, version_of
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import yaml
 
 from services.cli import connect
 from services.cli.main import build_parser
-from services.clients import drivers
+from services.runners.clients import drivers
 
 URL = "http://127.0.0.1:18089/mcp"
 

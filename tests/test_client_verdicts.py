@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from services.clients import drivers
-from services.clients.install import cache_dir
-from services.clients.matrix import Row
-from services.clients.pins import ClientSpec
-from services.clients.runner import run_client
-from services.clients.runs import Installed
+from services.runners.clients import drivers
+from services.runners.clients.install import cache_dir
+from services.runners.clients.matrix import Row
+from services.runners.clients.pins import ClientSpec
+from services.runners.clients.runner import run_client
+from services.runners.clients.runs import Installed
 from services.scenarios import registry
 
 pytestmark = pytest.mark.anyio

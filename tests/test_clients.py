@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from services.clients.install import resolve_version
-from services.clients.matrix import CHECKLIST
-from services.clients.pins import CLIENTS
-from services.clients.runs import NO_TOOL, TOOL
 from services.evidence.scoring import LEVEL_NAMES
+from services.runners.clients.matrix import CHECKLIST
+from services.runners.clients.pins import CLIENTS
+from services.runners.clients.runs import NO_TOOL, TOOL
+from services.runners.install import resolve_version
 from tests.lab import ROOT
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

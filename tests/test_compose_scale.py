@@ -36,7 +36,7 @@ from redis.asyncio import Redis
 
 from scripts.devtools import compose_projects
 from services import contract
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
 from services.settings import LabSettings
 from tests.conftest import skip_unless_docker_is_usable
 from tests.lab import ROOT, STATUS_URI, connect, connect_sse

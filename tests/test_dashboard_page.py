@@ -431,8 +431,8 @@ def test_each_session_shows_its_picture_drawn_by_the_lab(stub_lab, page, errors)
 def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
     stub_lab, page, errors, tmp_path
 ):
-    from services.clients import history
-    from services.clients.matrix import Check, Row
+    from services.runners.clients import history
+    from services.runners.clients.matrix import Check, Row
 
     def row(version: str, level: int, subscribed: str) -> Row:
         made = Row("inspector", version, "single", "no tool", level=level, server_level=level)
@@ -466,8 +466,8 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
 def test_the_matrix_view_shows_the_bridges_latest_marks_and_their_history(
     stub_lab, page, errors, tmp_path
 ):
-    from services.bridges import history
-    from services.bridges.verdict import Cell, Row
+    from services.runners.bridges import history
+    from services.runners.bridges.verdict import Cell, Row
 
     def row(version: str, through: bool) -> Row:
         made = Row("supergateway", version, "stdio->HTTP", "single", lab_level=5)

@@ -18,7 +18,7 @@ import pytest
 
 from scripts.devtools import compose_projects
 from services import contract
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
 from tests.conftest import skip_unless_docker_is_usable
 from tests.lab import ROOT, STATUS_URI, connect, version_of
 

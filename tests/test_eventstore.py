@@ -7,8 +7,8 @@ from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp_types import JSONRPCNotification
 
 from services import contract, state
+from services.process.writer import BatchWriter
 from services.server.resume.eventstore import RedisEventStore, store_events
-from services.writer import BatchWriter
 
 pytestmark = pytest.mark.anyio
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from services.bridges import history as bridges_history
-from services.bridges.verdict import DROPPED, PASSED
-from services.bridges.verdict import Cell as BridgeCell
-from services.bridges.verdict import Row as BridgeRow
-from services.clients import history
-from services.clients.matrix import Check, Row
-from services.history_store import HISTORY_ENV
+from services.runners.bridges import history as bridges_history
+from services.runners.bridges.verdict import DROPPED, PASSED
+from services.runners.bridges.verdict import Cell as BridgeCell
+from services.runners.bridges.verdict import Row as BridgeRow
+from services.runners.clients import history
+from services.runners.clients.matrix import Check, Row
+from services.runners.history_store import HISTORY_ENV
 from tests.lab import STATUS_URI, connect
 from tests.test_security import aget
 

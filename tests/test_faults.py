@@ -9,7 +9,7 @@ import pytest
 
 from services import contract
 from services.catalog import REVIEW_NOTES
-from services.cli.embedded_redis import free_port, start_redis
+from services.process.embedded_redis import free_port, start_redis
 from tests.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio

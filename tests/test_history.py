@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.main import main
-from services.clients import history, runner
-from services.clients.matrix import CHECKLIST, Check, Row
-from services.history_store import HISTORY_ENV
+from services.runners.clients import history, runner
+from services.runners.clients.matrix import CHECKLIST, Check, Row
+from services.runners.history_store import HISTORY_ENV
 
 BOXES = list(CHECKLIST)
 

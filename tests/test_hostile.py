@@ -26,11 +26,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
-from services.cli.embedded_redis import free_port
+from services.contract import Peer
+from services.process.embedded_redis import free_port
 from services.server.asgi import FrontDoor
 from services.server.guard import BodyGate, Security
 from services.server.lifecycle import SessionCap
-from services.server.peers import Peer
 from services.server.resume.get_streams import StreamLog, plain
 from services.server.sessions import SessionRegistry, Subscriber
 from tests.inproc import http_client

@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from services import contract
-from services.cli.embedded_redis import free_port
 from services.contract import Event
 from services.evidence.scoring import score_session
+from services.process.embedded_redis import free_port
 from tests.lab import STATUS_URI, LabProcess, RawSession, amcp_lab, lab_env, version_of
 
 pytestmark = pytest.mark.anyio

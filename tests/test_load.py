@@ -33,12 +33,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services.cli.embedded_redis import free_port, start_redis
+from services.process.embedded_redis import free_port, start_redis
 from tests.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import bench
+from bench.procs import SESSION_ENDED
+from bench.storm import storm
 from rawmcp import RawClient
 
 SESSIONS = int(os.environ.get("MCP_LAB_LOAD_SESSIONS", "1500"))
@@ -76,13 +77,13 @@ def _storm_loses_nothing(lab, redis_url, sessions: int, **settings: str) -> None
     assert port is not None
 
     result = asyncio.run(
-        bench.storm(
+        storm(
             port,
             sessions,
             redis_url=redis_url,
             concurrency=200,
             timeout=60,
-            ended=lambda: len(server.matching(bench.SESSION_ENDED)),
+            ended=lambda: len(server.matching(SESSION_ENDED)),
         )
     )
     print(result.summary())

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from services import logs
-from services.server.peers import Peer
+from services.contract import Peer
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ import httpx2
 import pytest
 
 from services.catalog import SERVER_INSTRUCTIONS
-from services.clients.endpoint import serve
-from services.clients.model import PULL, SCORED, ScriptedModel
-from services.clients.tools import (
+from services.runners.clients.endpoint import serve
+from services.runners.clients.model import PULL, SCORED, ScriptedModel
+from services.runners.clients.tools import (
     VIA_RESOURCE_TOOL,
     VIA_SERVER_TOOL,
     deferred_names,

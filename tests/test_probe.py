@@ -13,8 +13,8 @@ from importlib.metadata import version
 import anyio
 import pytest
 
-from services.cli import probe as probe_module
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
+from services.runners import probe as probe_module
 from tests.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 DELAY = "0.5"

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services.reconnect import keep_running
+from services.process.reconnect import keep_running
 
 pytestmark = pytest.mark.anyio
 

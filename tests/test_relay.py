@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from services.cli.embedded_redis import redis_binary
+from services.process.embedded_redis import redis_binary
 from tests.lab import STATUS_URI, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio

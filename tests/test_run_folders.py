@@ -1,5 +1,5 @@
 """Each ``clients run``, ``clients sweep`` and ``bridges run`` keeps its runs' files in
-a folder of its own (services/run_folders.py): invocations side by side never share
+a folder of its own (services/runners/run_folders.py): invocations side by side never share
 one, a history row's folders hold that run's files for good, and the cache keeps only
 the newest invocations, never removing one still going.
 
@@ -21,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from services import run_folders
-from services.bridges import history as bridges_history
-from services.bridges import runner as bridges_runner
-from services.bridges.specs import BRIDGES, BridgeSpec
 from services.cli.main import main
-from services.clients import drivers, pins
-from services.clients import history as clients_history
-from services.clients import runner as clients_runner
-from services.clients.pins import ClientSpec
-from services.history_store import HISTORY_ENV
-from services.run_folders import KEPT_INVOCATIONS, RUNNING, invocation, invocations
+from services.runners import run_folders
+from services.runners.bridges import history as bridges_history
+from services.runners.bridges import runner as bridges_runner
+from services.runners.bridges.specs import BRIDGES, BridgeSpec
+from services.runners.clients import drivers, pins
+from services.runners.clients import history as clients_history
+from services.runners.clients import runner as clients_runner
+from services.runners.clients.pins import ClientSpec
+from services.runners.history_store import HISTORY_ENV
+from services.runners.run_folders import KEPT_INVOCATIONS, RUNNING, invocation, invocations
 from services.scenarios import registry
 from tests.test_bridges import FAKE as FAKE_BRIDGE
 from tests.test_bridges import fake as fake_bridge
@@ -39,7 +39,7 @@ from tests.test_sweep import BINARY, NAME, PACKAGE, driver, install_fakes
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLD_TIMEOUT = 30.0  # seconds a helper process may take to start or to end
-# The files every client run keeps (services/clients/runs.py, _keep_logs).
+# The files every client run keeps (services/runners/clients/runs.py, _keep_logs).
 CLIENT_FILES = ("cli.log", "server.log", "updater.log", "events.jsonl", "wire.jsonl")
 
 
@@ -57,7 +57,8 @@ class Holder:
 
     def __init__(self, runs: Path) -> None:
         code = (
-            "import sys; from pathlib import Path; from services.run_folders import invocation\n"
+            "import sys; from pathlib import Path\n"
+            "from services.runners.run_folders import invocation\n"
             f"with invocation(Path({str(runs)!r})) as folder:\n"
             "    print(folder, flush=True)\n"
             "    sys.stdin.readline()\n"

@@ -14,9 +14,9 @@ import pytest
 
 from services import state
 from services.catalog import Catalog, ResourceSpec
-from services.cli.probe import Probe
 from services.contract import Event
 from services.evidence import build
+from services.runners.probe import Probe
 from services.scenarios import checks, registry
 from services.scenarios.scenario import Action, Check, Scenario
 from tests.inproc import http_client

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.server.peers import Peer
+from services.contract import Peer
 from services.server.sessions import SessionRegistry, Subscriber
 
 URI = "test://review/status"

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from services.cli.embedded_redis import free_port
+from services.process.embedded_redis import free_port
 from services.settings import LabSettings, env_name
 from tests.lab import ROOT, lab_env, mcp_lab
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from services.cli.main import main
-from services.clients import drivers, pins
-from services.clients.pins import ClientSpec
+from services.runners.clients import drivers, pins
+from services.runners.clients.pins import ClientSpec
 from tests.test_client_verdicts import FAKE
 
 NAME, PACKAGE, BINARY = "fake-sweep", "fake-sweep-agent", "fake-sweep"

@@ -99,7 +99,7 @@ def test_every_log_line_is_one_line(capsys) -> None:
 
 
 def test_the_clients_matrix_in_markdown_keeps_a_clients_words_in_their_cell() -> None:
-    from services.clients.matrix import Row, to_markdown
+    from services.runners.clients.matrix import Row, to_markdown
 
     row = Row("x", "1", "single", "no tool", notes=[f"sent clientInfo {FORGED} <b>x</b> | y"])
     lines = to_markdown([row]).splitlines()

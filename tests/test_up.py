@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from services.cli.embedded_redis import free_port, start_redis
 from services.cli.runtime import Proc, UpRecord, stop_leftovers
+from services.process.embedded_redis import free_port, start_redis
 from tests.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab
 
 pytestmark = pytest.mark.anyio

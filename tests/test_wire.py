@@ -6,7 +6,7 @@ capture agrees with the lab's evidence); here, what it makes of message sequence
 
 from __future__ import annotations
 
-from services.clients.wire import CLIENT, LAB, checklist, checklists, messages_in
+from services.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
 
 URI = "test://review/status"
 V1 = "status: pending\nversion: 1\nmessage: x"

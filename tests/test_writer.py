@@ -8,7 +8,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from services import state
-from services.writer import BatchWriter
+from services.process.writer import BatchWriter
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,7 @@
 """``mcp-lab connect CLIENT``: the configuration that points CLIENT at the running lab.
 
 For the agent CLIs that ``mcp-lab clients run`` drives, the snippet comes from the
-same functions its drivers write their configs with (``services.clients.drivers``),
+same functions its drivers write their configs with (``services.runners.clients.drivers``),
 so what a person pastes is what the lab's own runs use. The others (Goose, Crush,
 VS Code, Cursor) follow each client's documented configuration format.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.clients import drivers
+from services.runners.clients import drivers
 
 NAME = drivers.SERVER_NAME
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from services.cli.embedded_redis import start_redis
-from services.cli.runtime import default_data_dir
+from services.process.dirs import default_data_dir
+from services.process.embedded_redis import start_redis
 
 _START_SECONDS = 30.0
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
-from services.cli.lifeline import PARENT_PID_ENV, watch_parent
 from services.cli.scenarios import add_parser as add_scenarios_parser
+from services.process.lifeline import PARENT_PID_ENV, watch_parent
 
 if TYPE_CHECKING:
     from services.settings import LabSettings
@@ -61,8 +61,16 @@ def _cmd_server(args: argparse.Namespace) -> int:
 
     settings = _with_lab_redis(_settings())
     watch_parent()
-    run.main(settings, transport=args.transport)
+    run.main(settings, transport=args.transport, matrix=_matrix_history)
     return 0
+
+
+def _matrix_history() -> dict[str, Any]:
+    """The dashboard's ``/api/matrix``: the runners' history, imported when first asked
+    for (the server starts without the runners)."""
+    from services.runners import matrix_history
+
+    return matrix_history.matrix()
 
 
 def _cmd_updater(args: argparse.Namespace) -> int:
@@ -75,7 +83,7 @@ def _cmd_updater(args: argparse.Namespace) -> int:
 
 def _cmd_redis_cli(argv: list[str]) -> int:
     """``mcp-lab redis-cli ARGS...``: the bundled redis-cli against the lab's Redis."""
-    from services.cli.embedded_redis import RedisNotFound, redis_binary
+    from services.process.embedded_redis import RedisNotFound, redis_binary
 
     settings = _with_lab_redis(_settings())
     try:
@@ -191,8 +199,8 @@ def _kept_data_only(settings: LabSettings) -> Path | None:
     """The data a stopped ``up`` kept, when no lab runs to report from: no REDIS_URL,
     no running ``up``, nothing answering on the default Redis port."""
     from services.cli import runtime
-    from services.cli.embedded_redis import answers
     from services.cli.kept import kept_data
+    from services.process.embedded_redis import answers
 
     if "redis_url" in settings.model_fields_set or runtime.running_up() is not None:
         return None
@@ -230,7 +238,7 @@ def _with_lab_server(settings: LabSettings) -> LabSettings:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from services.cli import probe
+    from services.runners import probe
 
     url = args.url
     if url is None:
@@ -340,7 +348,7 @@ def _with_redis(coro: Coroutine[Any, Any, int], url: str) -> int:
         return 1
 
 
-# Commands whose parser needs nothing from services.clients: for these the
+# Commands whose parser needs nothing from services.runners.clients: for these the
 # ``clients`` sub-command (its parser imports the scoring and mcp_types, ~0.2 s)
 # is left out, which keeps it off the start of ``up`` and of the processes it
 # runs. Any other first argument (``clients``, ``--help``, a typo) gets all of them.
@@ -602,8 +610,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     add_scenarios_parser(sub)
 
     if with_clients:
-        from services.bridges.cli import add_parser as add_bridges_parser
-        from services.clients.cli import add_parser as add_clients_parser
+        from services.runners.bridges.cli import add_parser as add_bridges_parser
+        from services.runners.clients.cli import add_parser as add_clients_parser
 
         add_clients_parser(sub)
         add_bridges_parser(sub)
@@ -623,8 +631,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _import_first(command: str) -> None:
     """Import what ``command`` needs before it runs, untracked by the garbage
-    collector (:func:`services.heap.import_untracked`)."""
-    from services import heap
+    collector (:func:`services.process.heap.import_untracked`)."""
+    from services.process import heap
 
     heap.import_untracked(_FIRST_IMPORTS.get(command, ("services.settings",)))
 

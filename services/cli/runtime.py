@@ -23,27 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from services.process.dirs import state_dir
 from services.settings import LabSettings
 
 RUNTIME_FILE = "up.json"
 _STOP_SECONDS = 5.0
 _POLL_SECONDS = 0.05
-
-
-def _xdg(variable: str, fallback: str) -> Path:
-    value = os.environ.get(variable, "")
-    base = Path(value) if os.path.isabs(value) else Path.home() / fallback
-    return base / "mcp-lab"
-
-
-def state_dir() -> Path:
-    """Per-user state directory of the lab (the runtime file lives here)."""
-    return _xdg("XDG_STATE_HOME", ".local/state")
-
-
-def default_data_dir() -> Path:
-    """Where ``mcp-lab up`` keeps its embedded Redis's data by default."""
-    return _xdg("XDG_DATA_HOME", ".local/share") / "redis"
 
 
 def runtime_file() -> Path:

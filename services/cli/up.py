@@ -3,7 +3,7 @@
 The embedded Redis keeps its data in a data directory (evidence survives a
 restart) unless ``--ephemeral``. While ``up`` runs, the runtime file
 (:mod:`services.cli.runtime`) says where its Redis is, so other ``mcp-lab``
-commands find it; its children end with it (:mod:`services.cli.lifeline`), and
+commands find it; its children end with it (:mod:`services.process.lifeline`), and
 whatever a killed ``up`` left running is stopped by the next one.
 """
 
@@ -26,14 +26,15 @@ from typing import IO
 
 from services.catalog import REVIEW_STATUS
 from services.cli import runtime
-from services.cli.embedded_redis import (
+from services.process import dirs
+from services.process.embedded_redis import (
     EmbeddedRedis,
     RedisLimits,
     RedisNotFound,
     free_port,
     launch_redis,
 )
-from services.cli.lifeline import PARENT_PID_ENV, die_with_parent
+from services.process.lifeline import PARENT_PID_ENV, die_with_parent
 from services.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
@@ -222,7 +223,7 @@ def _redis_for_lab(
         yield settings.redis_url, None
         return
     port = _embedded_port(options, lock)
-    data_dir = None if options.ephemeral else (options.data_dir or runtime.default_data_dir())
+    data_dir = None if options.ephemeral else (options.data_dir or dirs.default_data_dir())
     try:
         # Not waited for here: _run starts the server (a second of imports) while
         # it comes up, then waits for it (_wait_for_redis).

@@ -71,8 +71,8 @@ def _clock(iso: object) -> str:
 
 def labelled(report: Report) -> dict[str, Any]:
     """``report`` as JSON with its sessions named by labels (a secret of its own)."""
+    from services.evidence.labels import SessionLabels
     from services.evidence.report import to_json
-    from services.server.labels import SessionLabels
 
     return SessionLabels().public(to_json(report))
 

@@ -4,7 +4,7 @@ The record is the stream ``mcp:events`` (bounded, shared by all server replicas)
 Observation runs are delimited by entries of ``mcp:runs``: a run covers the
 events from its start to the next run's start. Recording never fails a request.
 
-Events are written through the server's :class:`~services.writer.BatchWriter`
+Events are written through the server's :class:`~services.process.writer.BatchWriter`
 (one pipeline per batch, a bounded queue), so a burst of requests waits for
 its turn instead of failing for want of a Redis connection. An event that still
 cannot be written (Redis down) is counted and logged, and as soon as Redis takes
@@ -31,8 +31,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services import contract, protocol, untrusted
-from services.server.peers import Peer
-from services.writer import BatchWriter
+from services.contract import Peer
+from services.process.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.evidence")
 

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from services import contract
-from services.reconnect import stop_if_cancelled
+from services.process.reconnect import stop_if_cancelled
 
 logger = logging.getLogger("mcp_lab.evidence")
 

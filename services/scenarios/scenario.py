@@ -67,7 +67,7 @@ class Play:
 
     # What the scored run's model is asked (``{uri}``: the watched resource).
     prompt: str = "Read the MCP resource {uri} of the MCP server 'lab' and tell me its status."
-    # The clients (by name in services/clients/pins.py) it applies to; empty: all.
+    # The clients (by name in services/runners/clients/pins.py) it applies to; empty: all.
     clients: frozenset[str] = frozenset()
     # Whether the scored model attaches the resource in its prompt (``@lab:URI``)
     # instead of reading it with a tool.

@@ -23,14 +23,16 @@ from starlette.routing import Mount
 from services import contract, protocol, state
 from services.catalog import SERVER_INSTRUCTIONS, Catalog
 from services.evidence import trim
+from services.evidence.labels import SessionLabels
 from services.evidence.recorder import Recorder
+from services.process.writer import BatchWriter
 from services.scenarios import registry as scenarios
 from services.server import dashboard, lifecycle, mcp_adapter
 from services.server.asgi import FrontDoor, normal_path
 from services.server.dashboard_feed import DashboardFeed
+from services.server.exports import Matrix
 from services.server.handlers import EventLogMiddleware, Handlers
 from services.server.inflight import InFlightIds
-from services.server.labels import SessionLabels
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
 from services.server.resume.get_streams import GetStream, StreamLog, plain
@@ -39,7 +41,6 @@ from services.server.service import Lab, bounded_error_data
 from services.server.sessions import SessionRegistry
 from services.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from services.settings import LabSettings
-from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.server")
 
@@ -53,9 +54,12 @@ _STOP_SECONDS = 5
 _CLEANUP_SECONDS = 10
 
 
-def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[FastMCP, Lab]:
+def build_lab(
+    settings: LabSettings, catalog: Catalog | None = None, matrix: Matrix | None = None
+) -> tuple[FastMCP, Lab]:
     """The FastMCP server of the lab, playing ``settings.scenario`` (serving its
-    catalog, or ``catalog`` when given), and the state its handlers share."""
+    catalog, or ``catalog`` when given), and the state its handlers share; the
+    dashboard's ``/api/matrix`` reads ``matrix`` (none: 404)."""
     scenario = scenarios.get(settings.scenario)
     catalog = scenario.catalog if catalog is None else catalog
     redis = state.connect(
@@ -64,7 +68,7 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
         pool_timeout=settings.redis_pool_timeout_seconds,
     )
     registry = SessionRegistry()
-    # One task writes evidence and resume events in batches (see services.writer).
+    # One task writes evidence and resume events in batches (see services.process.writer).
     writer = BatchWriter(redis, max_queue=settings.write_queue_max)
     recorder = Recorder(redis, settings.events_max, writer)
     replica = new_replica_id()
@@ -194,17 +198,20 @@ def build_lab(settings: LabSettings, catalog: Catalog | None = None) -> tuple[Fa
         feed,
         settings.auth_token,
         lab.long_lived,
+        matrix,
     )
 
     return server, lab
 
 
-def http_app(settings: LabSettings, catalog: Catalog | None = None) -> tuple[FrontDoor, Lab]:
+def http_app(
+    settings: LabSettings, catalog: Catalog | None = None, matrix: Matrix | None = None
+) -> tuple[FrontDoor, Lab]:
     """One ASGI app: Streamable HTTP at ``settings.path`` (both protocol
-    generations), legacy SSE at ``settings.sse_path``, the dashboard routes, behind
-    the lab's one ASGI layer (:mod:`services.server.asgi`; ``guard`` adds the
-    security checks to it)."""
-    server, lab = build_lab(settings, catalog)
+    generations), legacy SSE at ``settings.sse_path``, the dashboard routes (its
+    matrix read by ``matrix``), behind the lab's one ASGI layer
+    (:mod:`services.server.asgi`; ``guard`` adds the security checks to it)."""
+    server, lab = build_lab(settings, catalog, matrix)
     app = server.http_app(
         path=settings.path,
         transport="http",

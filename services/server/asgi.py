@@ -39,6 +39,7 @@ from services.server.guard import Security, replay
 from services.server.inflight import InFlightIds
 from services.server.lifecycle import DeleteLog, SessionCap
 from services.server.resume.get_streams import StreamLog, stream_request
+from services.settings import LabSettings
 
 _SESSION_HEADER = protocol.SESSION_HEADER_BYTES
 _LISTEN = "subscriptions/listen"
@@ -121,3 +122,9 @@ def first_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
     for name, value in raw:
         headers.setdefault(name, value)
     return headers
+
+
+def guard(app: FrontDoor, settings: LabSettings) -> FrontDoor:
+    """The lab's app (``http_app``'s :class:`FrontDoor`) with every check of
+    :mod:`services.server.guard` run first, in its one layer."""
+    return app.secured(Security.of(settings))

@@ -46,6 +46,7 @@ def add_routes(
     feed: DashboardFeed,
     auth_token: str | None = None,
     other_sessions: Callable[[], int] = lambda: 0,
+    matrix: exports.Matrix | None = None,
 ) -> None:
     """Register the dashboard and health routes on ``server``. With ``auth_token``
     the page (reached with the token: the guard let it through) sets the cookie its
@@ -89,7 +90,7 @@ def add_routes(
 
     @server.custom_route("/api/matrix", methods=["GET"])
     async def clients_matrix(_: Request) -> Response:
-        return await exports.clients_matrix()
+        return await exports.clients_matrix(matrix)
 
     @server.custom_route("/api/stream", methods=["GET"])
     async def api_stream(_: Request) -> Response:

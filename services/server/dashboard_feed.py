@@ -9,7 +9,7 @@ under way (on a second connection of the feed's own). Each report reads at most
 ``MCP_TEST_DASHBOARD_MAX_EVENTS`` events, the newest of the run. At most
 ``MCP_TEST_DASHBOARD_MAX_STREAMS`` streams are open at once; past that a stream
 gets 503 with ``Retry-After``. What a report shows of sessions is their labels
-(:mod:`services.server.labels`), never their ids.
+(:mod:`services.evidence.labels`), never their ids.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from starlette.types import Receive, Scope, Send
 
 from services import sse, state
 from services.evidence import build, reader, report
+from services.evidence.labels import SessionLabels
 from services.evidence.recorder import Recorder
 from services.logs import Throttled
-from services.server.labels import SessionLabels
 
 logger = logging.getLogger("mcp_lab.dashboard")
 

@@ -4,10 +4,11 @@
 ``/api/report.md``    the same as markdown (``mcp-lab report --format markdown``)
 ``/api/report.html``  the same as one self-contained HTML page (``--format html``)
 ``/api/picture``      ``?session=<label>``: that session's sequence picture (SVG)
-``/api/matrix``       the matrix history (:mod:`services.clients.history`): the latest
-                      verdict per client, scenario and setup, and the history behind
-                      it; and the bridges' latest marks per bridge, direction and
-                      scenario with theirs (:mod:`services.bridges.history`)
+``/api/matrix``       the matrix history, as the server was given it to show (``mcp-lab
+                      server`` is given :func:`services.runners.matrix_history.matrix`):
+                      the latest verdict per client, scenario and setup, and the history
+                      behind it; and the bridges' latest marks per bridge, direction
+                      and scenario with theirs
 
 Each report comes from the server's one :class:`~services.server.dashboard_feed.DashboardFeed`
 (the report ``/api/report`` gives, at most half a second old). The guard lets these
@@ -22,6 +23,7 @@ import asyncio
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -30,6 +32,9 @@ from starlette.responses import JSONResponse, Response
 
 from services.evidence import html_report, picture, report
 from services.server.dashboard_feed import DashboardFeed
+
+# Reads the matrix history (the runners' verdicts kept on disk) as /api/matrix gives it.
+Matrix = Callable[[], dict[str, Any]]
 
 _LOCKED = "default-src 'none'; style-src 'unsafe-inline'"
 _KINDS = {
@@ -91,21 +96,13 @@ async def session_picture(feed: DashboardFeed, request: Request) -> Response:
     return JSONResponse({"error": "no such session in the current report"}, status_code=404)
 
 
-def _matrix() -> dict[str, Any]:
-    from services.bridges import history as bridges_history
-    from services.clients import history
-
-    data = history.matrix()
-    bridges = bridges_history.matrix()
-    data["bridges"], data["bridge_steps"] = bridges["bridges"], bridges["steps"]
-    return data
-
-
-async def clients_matrix() -> Response:
-    """The matrix history, read from its file (in a thread: it blocks): the clients'
-    cells, and the bridges' (``bridges``, their steps' titles in ``bridge_steps``)."""
+async def clients_matrix(matrix: Matrix | None) -> Response:
+    """The matrix history, read by ``matrix`` (in a thread: it reads a file); 404 for a
+    server given none."""
+    if matrix is None:
+        return JSONResponse({"error": "this server shows no matrix history"}, status_code=404)
     try:
-        data = await asyncio.to_thread(_matrix)
+        data = await asyncio.to_thread(matrix)
     except (sqlite3.Error, OSError, ValueError) as exc:
         return JSONResponse({"error": f"the history could not be read: {exc}"}, status_code=503)
     return JSONResponse(data, headers=_headers())

@@ -37,7 +37,6 @@ import json
 import logging
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from starlette.types import Message, Receive, Scope, Send
@@ -45,9 +44,6 @@ from starlette.types import Message, Receive, Scope, Send
 from services import untrusted
 from services.server.host_origin import HostOrigin
 from services.settings import LabSettings
-
-if TYPE_CHECKING:
-    from services.server.asgi import FrontDoor
 
 logger = logging.getLogger("mcp_lab.guard")
 
@@ -271,8 +267,8 @@ class HostOriginCheck:
 
 @dataclass(frozen=True)
 class Security:
-    """Every check of :func:`guard`, for a layer that runs them itself
-    (``services.server.asgi.FrontDoor``)."""
+    """Every check of this module, for the layer that runs them itself
+    (:func:`services.server.asgi.guard`, ``FrontDoor``)."""
 
     host_origin: HostOriginCheck | None
     gate: BodyGate
@@ -304,9 +300,3 @@ def _path(scope: Scope) -> str:
     """The request path for a log line (percent-decoded: a client chooses any
     characters), cut and escaped."""
     return untrusted.shown(scope.get("path", ""), untrusted.PATH_CHARS)
-
-
-def guard(app: FrontDoor, settings: LabSettings) -> FrontDoor:
-    """The lab's app (``http_app``'s :class:`~services.server.asgi.FrontDoor`) with
-    every check above run first, in its one layer."""
-    return app.secured(Security.of(settings))

@@ -12,10 +12,10 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
 from services import untrusted
 from services.catalog import ID_PLACEHOLDER, REVIEW_STATUS, ResourceSpec, TemplateSpec
+from services.contract import Peer
 from services.evidence.recorder import annotate
 from services.logs import event
 from services.server import mcp_adapter
-from services.server.peers import Peer
 from services.server.service import Lab, not_found
 from services.server.sessions import Subscriber
 

@@ -41,9 +41,9 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract, state
+from services.contract import Peer
 from services.logs import Throttled
-from services.reconnect import stop_if_cancelled
-from services.server.peers import Peer
+from services.process.reconnect import stop_if_cancelled
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab")

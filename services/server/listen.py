@@ -28,8 +28,8 @@ from mcp.server.subscriptions import (
 
 from services import untrusted
 from services.catalog import Catalog
+from services.contract import Peer
 from services.logs import event
-from services.server.peers import Peer
 from services.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab.listen")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.session import ServerSession
@@ -13,33 +12,11 @@ from mcp_types.version import (
 )
 
 from services import protocol, untrusted
-from services.contract import Transport
+from services.contract import Peer, Transport
 from services.server import mcp_adapter
 
 MODERN_SESSION_PREFIX = protocol.MODERN_SESSION_PREFIX
 UNKNOWN_CLIENT = protocol.UNKNOWN_CLIENT
-
-
-@dataclass(frozen=True, slots=True)
-class Peer:
-    """Who sent a message: the MCP session and the client behind it (its ``clientInfo``)."""
-
-    session: str
-    client_name: str = UNKNOWN_CLIENT
-    client_version: str = "?"
-    protocol: str = "?"
-    transport: Transport | str = "?"
-
-    @property
-    def client(self) -> str:
-        """``name/version``, as the log shows it."""
-        return f"{self.client_name}/{self.client_version}"
-
-    @property
-    def on_streamable_http(self) -> bool:
-        """Whether notifications need the session's GET stream (SSE and stdio carry
-        them on the connection itself)."""
-        return self.transport == Transport.STREAMABLE_HTTP
 
 
 def modern_key(name: str, version: str) -> str:

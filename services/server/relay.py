@@ -40,14 +40,15 @@ from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services import contract, heap, logs, protocol, state
+from services import contract, logs, protocol, state
 from services.catalog import Catalog
+from services.contract import Peer
 from services.evidence.recorder import Recorder, Sent, now_ms
 from services.logs import event, events
-from services.reconnect import keep_running
+from services.process import heap
+from services.process.reconnect import keep_running
 from services.server import mcp_adapter
 from services.server.mcp_adapter import PreparedNotification
-from services.server.peers import Peer
 from services.server.resume.eventstore import store_events
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
@@ -446,7 +447,7 @@ class Relay:
         outcomes: list[_Outcome] = []
         blocked: list[tuple[_Pending, list[_Pending]]] = []
         # The puts and the writers' rounds allocate in a burst; a collection then
-        # would hold up every notification (services/heap.py). Bounded: no I/O here.
+        # would hold up every notification (services/process/heap.py). Bounded: no I/O here.
         with heap.collection_deferred():
             self._put_all(targets, uri, prepared, ids, outcomes, blocked)
             # Logged before anything else runs: a client's re-read prompted by the

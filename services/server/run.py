@@ -8,12 +8,13 @@ import socket
 
 import uvicorn
 
-from services import heap
 from services.contract import Transport
 from services.logs import setup_logging
+from services.process import heap
 from services.server import connections, lifecycle, mcp_adapter
 from services.server.app import build_lab, http_app
-from services.server.guard import guard
+from services.server.asgi import guard
+from services.server.exports import Matrix
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.server")
@@ -50,9 +51,10 @@ async def _serve(http: uvicorn.Server) -> None:
         raise StartupFailed(f"uvicorn exit code {exc.code}") from None
 
 
-async def run_http(settings: LabSettings) -> None:
-    """Serve the lab over HTTP until cancelled or interrupted."""
-    app, lab = http_app(settings)
+async def run_http(settings: LabSettings, matrix: Matrix | None = None) -> None:
+    """Serve the lab over HTTP until cancelled or interrupted (the dashboard's matrix
+    read by ``matrix``)."""
+    app, lab = http_app(settings, matrix=matrix)
     heap.tune()
     short = lifecycle.open_files_for(settings.max_sessions)
     if short:
@@ -115,14 +117,15 @@ def no_fastmcp_spans() -> None:
         fastmcp.settings.telemetry_mode = "propagation_only"
 
 
-def main(settings: LabSettings, transport: str = "http") -> None:
-    """Entry point of ``mcp-lab server``."""
+def main(settings: LabSettings, transport: str = "http", matrix: Matrix | None = None) -> None:
+    """Entry point of ``mcp-lab server`` (over HTTP, its dashboard's matrix read by
+    ``matrix``)."""
     setup_logging(settings.log_level)
     no_fastmcp_spans()
     for unchecked in mcp_adapter.unchecked_versions():
         logger.warning("[lab] %s: the SDK adapter was not checked against it", unchecked)
     try:
-        asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings))
+        asyncio.run(run_stdio(settings) if transport == "stdio" else run_http(settings, matrix))
     except KeyboardInterrupt:
         pass
     except StartupFailed:

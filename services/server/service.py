@@ -19,17 +19,17 @@ from redis.exceptions import RedisError
 
 from services import contract, protocol, state, untrusted
 from services.catalog import Catalog
-from services.contract import Transport
+from services.contract import Peer, Transport
 from services.evidence.recorder import Recorder
 from services.logs import event
+from services.process.writer import BatchWriter
 from services.scenarios.scenario import Scenario
 from services.server import lifecycle, mcp_adapter
-from services.server.peers import Peer, make_peer
+from services.server.peers import make_peer
 from services.server.relay import Relay
 from services.server.resume.eventstore import RedisEventStore
 from services.server.sessions import SessionRegistry, Subscriber
 from services.settings import LabSettings
-from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.server")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from services.contract import Peer
 from services.server.mcp_adapter import GetStream
-from services.server.peers import Peer
 
 SendUpdated = Callable[[str], Awaitable[None]]
 SendListChanged = Callable[[], Awaitable[None]]

@@ -19,11 +19,10 @@ import mcp_types
 from fastmcp import FastMCP
 from mcp.server.context import ServerRequestContext
 
-from services.contract import REASON_UNADVERTISED
+from services.contract import REASON_UNADVERTISED, Peer
 from services.evidence.recorder import annotate
 from services.logs import event
 from services.server import mcp_adapter
-from services.server.peers import Peer
 
 # The list method of each capability the lab may leave unadvertised: the
 # capability, and the method's empty answer.

@@ -12,7 +12,7 @@ whose tag does not match is treated as one no longer kept.
 
 Storing never raises: the SDK stores before it sends, so a Redis error here must
 not stop the notification (it only cannot be replayed later, and says so).
-Stores go through the server's :class:`~services.writer.BatchWriter`: a burst of
+Stores go through the server's :class:`~services.process.writer.BatchWriter`: a burst of
 events shares pipelines instead of needing a connection each, and each store
 still waits for its own entry id, which the SDK sends with the event.
 """
@@ -41,13 +41,13 @@ from redis.exceptions import RedisError
 
 from services import contract
 from services.logs import shown
+from services.process.writer import BatchWriter
 from services.server.resume.get_streams import report_resumed_stream
-from services.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.resume")
 
 # Longest a replay waits for Redis. A store is bounded by the batch writer instead
-# (services.writer.BATCH_TIMEOUT_SECONDS): a notification is sent only after it
+# (services.process.writer.BATCH_TIMEOUT_SECONDS): a notification is sent only after it
 # has been stored, so that bounds what a hung Redis can add to its latency.
 REDIS_TIMEOUT_SECONDS = 2.0
 

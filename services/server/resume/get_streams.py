@@ -24,8 +24,8 @@ from mcp.server.streamable_http import GET_STREAM_KEY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import protocol
+from services.contract import Peer
 from services.logs import event
-from services.server.peers import Peer
 from services.server.sessions import SessionRegistry
 
 _LAST_EVENT_HEADER = b"last-event-id"

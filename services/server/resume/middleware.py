@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import contract, protocol, sse
 from services.logs import shown
-from services.reconnect import stop_if_cancelled
+from services.process.reconnect import stop_if_cancelled
 from services.server.resume.eventstore import (
     OnReplayed,
     RedisEventStore,

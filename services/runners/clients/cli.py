@@ -1,0 +1,153 @@
+"""The ``mcp-lab clients`` subcommands (``list`` and ``run``; ``history`` and ``sweep``
+are in :mod:`services.runners.clients.history_commands`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from services.runners import commands
+from services.runners.clients.pins import CLIENTS, known
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``clients`` to ``mcp-lab``'s subcommands."""
+    clients = sub.add_parser(
+        "clients", help="run real agent CLIs against a fresh lab, offline, and print the matrix"
+    )
+    actions = clients.add_subparsers(dest="clients_command", required=True)
+
+    listing = actions.add_parser("list", help="the clients and their pinned versions")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing.set_defaults(func=_cmd_list)
+
+    run = actions.add_parser("run", help="run clients (default: all) and print the matrix")
+    run.add_argument(
+        "--client",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"a client to run (repeatable; default: all). Known: {known()}",
+    )
+    run.add_argument(
+        "--version",
+        action="append",
+        default=[],
+        metavar="NAME=X",
+        help="run version X of client NAME instead of the pinned one (repeatable); "
+        "X may be 'latest', resolved through npm",
+    )
+    run.add_argument(
+        "--scenario",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a scenario to play (repeatable; default: every one that applies to each "
+        "client; mcp-lab scenarios lists them)",
+    )
+    run.add_argument(
+        "--tool",
+        choices=["auto", "off", "on", "both"],
+        default="auto",
+        help="lab setups: without the server's tool get_review_status (off), with it (on, "
+        "MCP_TEST_ENABLE_TOOL=true), or both; auto (default): both for the scenarios that "
+        "ask for it (single), else off",
+    )
+    run.add_argument(
+        "--format",
+        choices=["table", "markdown", "json"],
+        default="table",
+        help="table: the matrix (default); markdown: as in docs/clients.md; json: every row",
+    )
+    run.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
+    )
+    run.add_argument(
+        "--observe",
+        type=float,
+        default=6.0,
+        metavar="SECONDS",
+        help="how long the scored run watches, after the scenario's updates, for the client "
+        "to bring them to its model unasked (default 6)",
+    )
+    run.add_argument(
+        "--jobs", type=int, default=3, metavar="N", help="clients run side by side (default 3)"
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
+    )
+    run.set_defaults(func=_cmd_run)
+
+    from services.runners.clients.history_commands import add_parsers
+
+    add_parsers(actions)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    if args.json:
+        rows = [
+            {
+                "name": spec.name,
+                "title": spec.title,
+                "version": spec.version,
+                "package": spec.package,
+                "installable": spec.not_installable is None,
+                "not_installable": spec.not_installable,
+            }
+            for spec in CLIENTS.values()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for spec in CLIENTS.values():
+        where = spec.not_installable or f"npm {spec.package}@{spec.version}"
+        print(f"{spec.name:<12} {spec.version:<9} {spec.title}: {where}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from services.runners import run_folders
+    from services.runners.clients import matrix, runner
+    from services.runners.clients.install import cache_dir
+    from services.scenarios import registry
+
+    names = list(dict.fromkeys(args.client or CLIENTS))  # each once, in the order given
+    if commands.refuse_unknown(names, CLIENTS, "client"):
+        return 2
+    try:
+        versions = commands.parse_versions(args.version, CLIENTS, "client")
+        scenarios = [registry.get(name) for name in args.scenario or registry.names()]
+    except (ValueError, LookupError) as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
+    if args.observe <= 0 or args.timeout <= 0 or args.jobs < 1:
+        print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
+        return 2
+    progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
+    with run_folders.invocation(cache_dir() / "runs") as runs:
+        rows = asyncio.run(
+            runner.run_clients(
+                names,
+                versions,
+                scenarios,
+                runs=runs,
+                tool=args.tool,
+                observe=args.observe,
+                timeout=args.timeout,
+                jobs=args.jobs,
+                progress=progress,
+            )
+        )
+    from services.runners.clients.history_commands import keep
+
+    kept = keep(rows, "run")
+    commands.print_matrix(
+        rows,
+        args.format,
+        to_json=matrix.to_json,
+        to_markdown=matrix.to_markdown,
+        to_table=matrix.to_table,
+    )
+    commands.say_where(progress, runs, kept, "mcp-lab clients history")
+    return 0
