@@ -33,6 +33,8 @@ from pathlib import Path
 import httpx2
 import redis
 
+from services import protocol
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.process.embedded_redis import EmbeddedRedis, free_port, start_redis
@@ -77,16 +79,7 @@ def sse_data(text: str) -> dict | None:
 
 
 async def initialize(http: httpx2.AsyncClient, url: str, name: str) -> dict[str, str]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": name, "version": "1.0"},
-        },
-    }
+    body = protocol.initialize_request(name, "1.0", protocol.HANDSHAKE_VERSION, request_id=0)
     reply = await http.post(url, content=json.dumps(body), headers=_HEADERS)
     reply.raise_for_status()
     headers = {
@@ -94,7 +87,7 @@ async def initialize(http: httpx2.AsyncClient, url: str, name: str) -> dict[str,
         "Mcp-Session-Id": reply.headers["mcp-session-id"],
         "MCP-Protocol-Version": "2025-11-25",
     }
-    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    done = protocol.initialized_notification()
     (await http.post(url, content=json.dumps(done), headers=headers)).raise_for_status()
     return headers
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import httpx2
 import redis
 
+from services import protocol
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.process.embedded_redis import free_port, start_redis
@@ -30,18 +32,9 @@ from tests.lab import LabProcess, start_server
 
 _CONCURRENCY = 16
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-_INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "bench-idle", "version": "0.1"},
-    },
-}
+_INITIALIZE = protocol.initialize_request("bench-idle")
 _IDLE_END = r"\[session/end\] idle"
-_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+_INITIALIZED = protocol.initialized_notification()
 
 
 def rss_mb(pid: int) -> float:

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from services import protocol
+
 PROTOCOL = "2025-11-25"
 STATUS_URI = "test://review/status"
 UPDATED = "notifications/resources/updated"
@@ -215,16 +217,11 @@ class RawClient:
 
     async def initialize(self) -> None:
         reply = await self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": self.name, "version": "1.0"},
-            },
+            protocol.INITIALIZE, protocol.initialize_params(self.name, "1.0", PROTOCOL),
         )
         if "result" not in reply or not self.session_id:
             raise HttpError(f"initialize failed: {reply}")
-        status, _ = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        status, _ = await self.post(protocol.initialized_notification())
         if status != 202:
             raise HttpError(f"notifications/initialized: HTTP {status}")
 

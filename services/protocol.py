@@ -9,7 +9,25 @@ stream closed), and the client name of a session that never said who it is.
 
 from __future__ import annotations
 
+from typing import Any
+
+INITIALIZE = "initialize"
+INITIALIZED = "notifications/initialized"
+DISCOVER = "server/discover"  # 2026-07-28's first request (it has no initialize)
+# The requests with which a client makes itself known (the start of a session).
+CONNECT_METHODS = frozenset({INITIALIZE, DISCOVER})
+# The version the lab's own raw clients (tests, benchmarks) ask for.
+HANDSHAKE_VERSION = "2025-11-25"
 UPDATED = "notifications/resources/updated"
+LIST = "resources/list"
+TEMPLATES_LIST = "resources/templates/list"
+READ = "resources/read"
+SUBSCRIBE = "resources/subscribe"
+UNSUBSCRIBE = "resources/unsubscribe"
+LISTEN = "subscriptions/listen"  # 2026-07-28's subscriptions
+TOOLS_LIST, TOOLS_CALL = "tools/list", "tools/call"
+PROMPTS_LIST = "prompts/list"
+PING = "ping"
 LIST_CHANGED = "notifications/resources/list_changed"
 # The generation without sessions, GET streams or resources/subscribe (subscriptions/listen).
 MODERN = "2026-07-28"
@@ -40,13 +58,45 @@ LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resource
 # and still gets the answer (tests/test_resume.py, the TypeScript SDK cut off).
 ANSWERED_AS_JSON = frozenset(
     {
-        "initialize",
-        "ping",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/unsubscribe",
-        "tools/list",
-        "prompts/list",
+        INITIALIZE,
+        PING,
+        LIST,
+        TEMPLATES_LIST,
+        READ,
+        UNSUBSCRIBE,
+        TOOLS_LIST,
+        PROMPTS_LIST,
     }
 )
+
+
+def initialize_request(
+    name: str,
+    version: str = "0.1",
+    protocol_version: str = HANDSHAKE_VERSION,
+    request_id: int = 1,
+) -> dict[str, Any]:
+    """A JSON-RPC ``initialize`` request from a client called ``name`` (its
+    ``clientInfo``), asking for ``protocol_version``, with no capabilities."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": INITIALIZE,
+        "params": initialize_params(name, version, protocol_version),
+    }
+
+
+def initialize_params(
+    name: str, version: str = "0.1", protocol_version: str = HANDSHAKE_VERSION
+) -> dict[str, Any]:
+    """The ``params`` of :func:`initialize_request`."""
+    return {
+        "protocolVersion": protocol_version,
+        "capabilities": {},
+        "clientInfo": {"name": name, "version": version},
+    }
+
+
+def initialized_notification() -> dict[str, Any]:
+    """The ``notifications/initialized`` a client sends after its ``initialize``."""
+    return {"jsonrpc": "2.0", "method": INITIALIZED}

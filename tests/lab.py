@@ -27,6 +27,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from services import protocol
 from tests import inproc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -372,13 +373,8 @@ class RawSession:
 
     async def initialize(self) -> dict:
         reply = await self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": self.name, "version": "0.1"},
-            },
+            protocol.INITIALIZE, protocol.initialize_params(self.name),
         )
-        status, _ = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        status, _ = await self.post(protocol.initialized_notification())
         assert status == 202
         return reply

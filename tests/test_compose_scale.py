@@ -35,7 +35,7 @@ import pytest
 from redis.asyncio import Redis
 
 from scripts.devtools import compose_projects
-from services import contract
+from services import contract, protocol
 from services.process.embedded_redis import free_port
 from services.settings import LabSettings
 from tests.conftest import skip_unless_docker_is_usable
@@ -164,19 +164,10 @@ async def open_session(
     reply = await session.post(
         http,
         url,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": session.name, "version": "1.0"},
-            },
-        },
+        protocol.initialize_request(session.name, "1.0", PROTOCOL),
     )
     assert "result" in reply and session.session_id, reply
-    await session.post(http, url, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await session.post(http, url, protocol.initialized_notification())
     tasks.start_soon(session.read_stream, http, url)
     with anyio.fail_after(BOUND):
         await session.primed.wait()

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
+from services import protocol
 from services.contract import Peer
 from services.process.embedded_redis import free_port
 from services.server.asgi import FrontDoor
@@ -427,16 +428,7 @@ async def test_sse_sessions_and_listen_streams_count_in_the_session_cap(inproc) 
         assert (await http.post(url, json=INIT_BODY, headers=HEADERS)).status_code == 200
 
 
-INIT_BODY = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "capped", "version": "0"},
-    },
-}
+INIT_BODY = protocol.initialize_request("capped", "0")
 
 
 class HeldApp:

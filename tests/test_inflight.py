@@ -10,6 +10,7 @@ import logging
 
 import pytest
 
+from services import protocol
 from services.server.inflight import InFlightIds
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +78,7 @@ async def test_notifications_and_client_responses_never_wait() -> None:
     gate, app = InFlightIds(at_once=1), HeldApp()
     held = post(gate, app, b"a", request(1))
     await app.until(1)
-    note = post(gate, app, b"a", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    note = post(gate, app, b"a", protocol.initialized_notification())
     answer = post(gate, app, b"a", {"jsonrpc": "2.0", "id": "srv-1", "result": {}})
     await app.until(3)
     assert gate.waiting == 0

@@ -13,7 +13,7 @@ import httpx2
 import pytest
 import redis
 
-from services import contract
+from services import contract, protocol
 from services.contract import Event
 from services.evidence.scoring import score_session
 from services.process.embedded_redis import free_port
@@ -65,16 +65,7 @@ async def test_sessions_past_the_cap_get_503_and_earlier_ones_keep_working(lab) 
         mark = server.mark()
         refused = RawSession(url, "one-too-many")
         status, reply = await refused.post(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "one-too-many", "version": "0.1"},
-                },
-            }
+            protocol.initialize_request("one-too-many")
         )
         assert status == 503, reply
         assert refused.session_id is None

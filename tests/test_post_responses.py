@@ -31,16 +31,7 @@ pytestmark = pytest.mark.anyio
 
 DELAY = "0.3"
 BOUND = 10.0
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "post-responses", "version": "0"},
-    },
-}
+INIT = protocol.initialize_request("post-responses", "0")
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 # How each setting answers an initialize POST.
 CONTENT_TYPE = {"auto": "application/json", "sse": "text/event-stream", "json": "application/json"}

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
+from services import protocol
 from services.server.asgi import FrontDoor
 from services.server.guard import BodyGate, Security
 from services.server.lifecycle import SessionCap
@@ -30,16 +31,7 @@ from tests.lab import STATUS_URI, RawSession, connect, lab_env, mcp_lab, version
 
 pytestmark = pytest.mark.anyio
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "guard-test", "version": "0"},
-    },
-}
+INIT = protocol.initialize_request("guard-test", "0")
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

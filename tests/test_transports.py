@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from services import protocol
 from tests.lab import (
     ROOT,
     STATUS_URI,
@@ -132,18 +133,9 @@ async def test_modern_listen_over_stdio(lab, redis_url) -> None:
 
 
 def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
+    request = protocol.initialize_request("raw", "0")
     listing = {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    initialized = protocol.initialized_notification()
     stdin = "\n".join(json.dumps(m) for m in (request, initialized, listing)) + "\n"
     proc = subprocess.Popen(
         [sys.executable, "-m", "services", "server", "--transport", "stdio"],

@@ -24,6 +24,7 @@ import mcp_types
 import pytest
 from mcp import Client
 
+from services import protocol
 from tests.lab import STATUS_URI, TS_CLIENT_DIR, amcp_lab, lab_env
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +67,7 @@ def sse_events(lines: list[str]) -> list[Sse]:
     return events
 
 
-class GetStream:
+class GetResponse:
     """The events of one open GET stream, read one at a time with a bound."""
 
     def __init__(self, response: httpx2.Response) -> None:
@@ -148,25 +149,20 @@ class RawClient:
 
     async def initialize(self) -> dict[str, Any]:
         reply = await self.request(
-            "initialize",
-            {
-                "protocolVersion": self.protocol,
-                "capabilities": {},
-                "clientInfo": {"name": self.name, "version": "0.1"},
-            },
+            protocol.INITIALIZE, protocol.initialize_params(self.name, "0.1", self.protocol),
         )
-        status, _ = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        status, _ = await self.post(protocol.initialized_notification())
         assert status == 202
         return reply
 
     @asynccontextmanager
-    async def get(self, last_event_id: str | None = None) -> AsyncIterator[GetStream]:
+    async def get(self, last_event_id: str | None = None) -> AsyncIterator[GetResponse]:
         headers = self.headers("text/event-stream")
         if last_event_id:
             headers["Last-Event-ID"] = last_event_id
         async with self._http.stream("GET", self.url, headers=headers) as response:
             assert response.status_code == 200, response.status_code
-            yield GetStream(response)
+            yield GetResponse(response)
 
 
 async def report_json(redis_url: str) -> dict[str, Any]:
@@ -192,32 +188,32 @@ def client_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 async def test_every_handshake_version_is_logged_and_reported_as_negotiated(lab, redis_url) -> None:
     server, url = await lab.aserver()
-    for protocol in HANDSHAKE_VERSIONS:
-        async with RawClient(url, f"speaks-{protocol}", protocol) as raw:
+    for version in HANDSHAKE_VERSIONS:
+        async with RawClient(url, f"speaks-{version}", version) as raw:
             reply = await raw.initialize()
-            assert reply["result"]["protocolVersion"] == protocol
+            assert reply["result"]["protocolVersion"] == version
             await raw.request("resources/list")
         await server.await_line(
-            rf"\[initialize\] client connected .*client=speaks-{protocol}/0\.1 "
-            rf"protocol={protocol} "
+            rf"\[initialize\] client connected .*client=speaks-{version}/0\.1 "
+            rf"protocol={version} "
         )
     assert not server.matching(r"\[initialize\] .*client=speaks-2025-06-18/.* protocol=2025-11-25")
 
     data = await report_json(redis_url)
-    for protocol in HANDSHAKE_VERSIONS:
-        session = client_entry(data, f"speaks-{protocol}")["sessions"][0]
-        assert session["protocol"] == protocol
+    for version in HANDSHAKE_VERSIONS:
+        session = client_entry(data, f"speaks-{version}")["sessions"][0]
+        assert session["protocol"] == version
         assert session["level"] == 2
     markdown = await report_text(redis_url, "markdown")
     table = await report_text(redis_url, "table")
-    for protocol in HANDSHAKE_VERSIONS:
-        assert f"## speaks-{protocol} 0.1\n\n- MCP connection: yes, {protocol} over" in markdown
-        assert f"({protocol}, streamable-http)" in table
+    for version in HANDSHAKE_VERSIONS:
+        assert f"## speaks-{version} 0.1\n\n- MCP connection: yes, {version} over" in markdown
+        assert f"({version}, streamable-http)" in table
     base = url.removesuffix("/mcp")
     with urllib.request.urlopen(f"{base}/api/report", timeout=BOUND) as reply:
         dashboard = json.load(reply)
-    for protocol in HANDSHAKE_VERSIONS:
-        assert client_entry(dashboard, f"speaks-{protocol}")["sessions"][0]["protocol"] == protocol
+    for version in HANDSHAKE_VERSIONS:
+        assert client_entry(dashboard, f"speaks-{version}")["sessions"][0]["protocol"] == version
 
 
 async def test_a_2026_client_is_reported_at_2026_07_28(lab, redis_url) -> None:
@@ -236,7 +232,7 @@ async def test_a_2026_client_is_reported_at_2026_07_28(lab, redis_url) -> None:
 # 2. Data-less (priming) events only for clients at 2025-11-25 or later.
 
 
-async def full_raw_flow(raw: RawClient) -> GetStream:
+async def full_raw_flow(raw: RawClient) -> GetResponse:
     """initialize, GET stream, list, read, subscribe, the notification; the GET stream."""
     await raw.initialize()
     async with raw.get() as stream:

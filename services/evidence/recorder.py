@@ -37,7 +37,7 @@ from services.process.writer import BatchWriter
 logger = logging.getLogger("mcp_lab.evidence")
 
 # Requests whose response is a long-lived stream.
-LONG_LIVED = frozenset({"subscriptions/listen"})
+LONG_LIVED = frozenset({protocol.LISTEN})
 # The event of a session the server ended (see ``Recorder.ended``).
 SESSION_END = protocol.SESSION_END
 _READ_PAGE = 1000
@@ -275,7 +275,7 @@ class Recorder:
 
 def _uri_of(method: str, params: dict[str, Any]) -> str | None:
     """The resource a message is about: ``params.uri``, or the first URI a listen names."""
-    if method == "subscriptions/listen":
+    if method == protocol.LISTEN:
         wanted = (params.get("notifications") or {}).get("resourceSubscriptions") or []
         return wanted[0] if wanted and isinstance(wanted[0], str) else None
     uri = params.get("uri")

@@ -60,10 +60,9 @@ LEVEL_NAMES: dict[int, str] = {level.number: level.name for level in LEVELS}
 # The checkpoint that gives each level from 1 to 6, in level order.
 CHECKPOINTS: tuple[str, ...] = tuple(lv.checkpoint for lv in LEVELS if lv.checkpoint is not None)
 UPDATED = protocol.UPDATED
-_CONNECT_METHODS = frozenset({"initialize", "server/discover"})
-_SUBSCRIBE_METHODS = frozenset({"resources/subscribe", "subscriptions/listen"})
+_SUBSCRIBE_METHODS = frozenset({protocol.SUBSCRIBE, protocol.LISTEN})
 # List methods of capabilities the lab does not advertise by default.
-_UNADVERTISED_LISTS = ("tools/list", "prompts/list")
+_UNADVERTISED_LISTS = (protocol.TOOLS_LIST, protocol.PROMPTS_LIST)
 # Evidence of the session's GET streams (recorded by the server, not sent by the client).
 STREAM_OPEN, STREAM_RESUME = protocol.STREAM_OPEN, protocol.STREAM_RESUME
 STREAM_CLOSE, STREAM_PRIMING = protocol.STREAM_CLOSE, protocol.STREAM_PRIMING
@@ -190,11 +189,11 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
     tools = 0
     notified_version = 2
     for event in ordered:
-        if _ok(event, "in", _CONNECT_METHODS):
+        if _ok(event, "in", protocol.CONNECT_METHODS):
             marks["connected"] = marks["connected"] or event.ts_ms
-        elif _ok(event, "in", {"resources/list"}):
+        elif _ok(event, "in", {protocol.LIST}):
             marks["discovered"] = marks["discovered"] or event.ts_ms
-        elif _ok(event, "in", {"resources/read"}, uri) and event.version is not None:
+        elif _ok(event, "in", {protocol.READ}, uri) and event.version is not None:
             if marks["notified"] is None:
                 # The first read, usually version 1 (later in shared scope).
                 if marks["read_initial"] is None:
@@ -218,7 +217,7 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
                 score.dropped_notifications += 1
             if event.resumed:
                 score.resumed_notifications += 1
-        elif _ok(event, "in", {"tools/call"}):
+        elif _ok(event, "in", {protocol.TOOLS_CALL}):
             tools += 1
         elif event.direction == "out" and event.method == SESSION_END:
             score.ended_by_server = event.reason
@@ -336,7 +335,7 @@ def _unadvertised_notes(events: list[Event]) -> list[str]:
 def _stop_notes(score: SessionScore) -> list[str]:
     """Why a session stopped at level 1-3, from what its evidence shows."""
     events, notes = score.events, []
-    listens = [e for e in events if _ok(e, "in", {"subscriptions/listen"})]
+    listens = [e for e in events if _ok(e, "in", {protocol.LISTEN})]
     if listens and not any(e.uri == score.uri for e in listens):
         if all(e.uri is None for e in listens):
             notes.append("listen asked only for list-changed events, never for the resource")

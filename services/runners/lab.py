@@ -41,8 +41,9 @@ _FORCED = frozenset(
 UPDATE_DELAY_SECONDS = 1.0
 
 
-class Lab:
-    """A running lab: its URLs, processes and Redis."""
+class RunLab:
+    """The lab started for one run (not the server's :class:`services.server.service.Lab`):
+    its URLs, processes and Redis."""
 
     def __init__(
         self,
@@ -142,7 +143,7 @@ async def running_lab(
     enable_tool: bool = False,
     update_delay: float | None = None,
     scenario: Scenario | None = None,
-) -> AsyncIterator[Lab]:
+) -> AsyncIterator[RunLab]:
     """Start Redis, server and updater (each waited for), and a new observation run;
     with ``enable_tool`` the server offers ``get_review_status``; ``update_delay``
     overrides ``MCP_TEST_UPDATE_DELAY_SECONDS`` (a scored run sets it beyond the run:
@@ -170,7 +171,7 @@ async def running_lab(
         updater = await Process.start("updater", [*python, "updater"], env, workdir)
         processes.append(updater)
         await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
-        lab = Lab(redis.url, port, server, updater, scenario, env)
+        lab = RunLab(redis.url, port, server, updater, scenario, env)
         connection = state.connect(redis.url)
         try:
             lab.run_id = await reader.start_run(connection)

@@ -341,7 +341,7 @@ class Probe:
                 await self._call(
                     "subscribe", SUBSCRIBE_REFUSED, client.subscribe_resource(self.uri)
                 )
-                self.emit("subscribed", method="resources/subscribe")
+                self.emit("subscribed", method=protocol.SUBSCRIBE)
             updates = 0
             missed: ProbeFailed | None = None
             for step in self._plan():
@@ -429,7 +429,7 @@ class Probe:
             self.emit("unsubscribed", method="subscriptions/listen stream closed")
         else:
             await self._call("unsubscribe", PROTOCOL_ERROR, client.unsubscribe_resource(self.uri))
-            self.emit("unsubscribed", method="resources/unsubscribe")
+            self.emit("unsubscribed", method=protocol.UNSUBSCRIBE)
 
     async def _stays_quiet(self) -> None:
         """After an unsubscribe, the rest of the timeline must notify nothing: watched
@@ -454,7 +454,7 @@ class Probe:
             raise ProbeFailed(SUBSCRIBE_REFUSED, "subscribe", _reason(exc)) from exc
         self.emit(
             "subscribed",
-            method="subscriptions/listen",
+            method=protocol.LISTEN,
             honored=subscription.honored.resource_subscriptions,
         )
         self._listening = True

@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from services import protocol
 from services.runners import embedded
 from services.runners.clients.model import versions_in
 
@@ -53,8 +54,6 @@ _HOP = frozenset(
         "content-length",
     }
 )
-_CONNECT = frozenset({"initialize", "server/discover"})
-_UPDATED = "notifications/resources/updated"
 HOLD_SECONDS = 30.0  # a GET held by WireTap.cut_streams waits at most this long
 
 
@@ -358,7 +357,7 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
         if message.sender == CLIENT:
             # A listen is answered with a stream that stays open: its request, once
             # the lab answered it with 200, is the subscribe.
-            if message.method == "subscriptions/listen" and message.uri == uri:
+            if message.method == protocol.LISTEN and message.uri == uri:
                 answered = any(
                     m.sender == LAB and m.exchange == message.exchange and m.status == 200
                     for m in messages
@@ -366,19 +365,19 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
                 if answered:
                     mark("subscribed", message.at_ms)
             continue
-        if message.method == _UPDATED and message.uri == uri and marks["subscribed"]:
+        if message.method == protocol.UPDATED and message.uri == uri and marks["subscribed"]:
             mark("notified", message.at_ms)
             continue
         asked = requests.get((message.exchange, message.id))
         if asked is None or message.error is not None or message.method is not None:
             continue
-        if asked.method in _CONNECT:
+        if asked.method in protocol.CONNECT_METHODS:
             mark("connected", message.at_ms)
-        elif asked.method == "resources/list":
+        elif asked.method == protocol.LIST:
             mark("discovered", message.at_ms)
-        elif asked.method == "resources/subscribe" and asked.uri == uri:
+        elif asked.method == protocol.SUBSCRIBE and asked.uri == uri:
             mark("subscribed", message.at_ms)
-        elif asked.method == "resources/read" and asked.uri == uri:
+        elif asked.method == protocol.READ and asked.uri == uri:
             if marks["notified"] is None:
                 mark("read_initial", message.at_ms)
             elif (message.version or 0) >= 2:

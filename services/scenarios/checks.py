@@ -8,7 +8,7 @@ from services import protocol
 from services.contract import Event
 
 UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
-_SUBSCRIBES = frozenset({"resources/subscribe", "subscriptions/listen"})
+_SUBSCRIBES = frozenset({protocol.SUBSCRIBE, protocol.LISTEN})
 
 
 def ok_in(event: Event, method: str, uri: str | None = None) -> bool:
@@ -50,7 +50,7 @@ def updates_after_subscribe(events: list[Event], uri: str) -> list[Event]:
 
 def reads(events: list[Event], uri: str) -> list[Event]:
     """The session's answered reads of ``uri`` (each with the version it got)."""
-    return [e for e in events if ok_in(e, "resources/read", uri) and e.version is not None]
+    return [e for e in events if ok_in(e, protocol.READ, uri) and e.version is not None]
 
 
 def rereads_after_each(events: list[Event], uri: str, notes: list[Event]) -> list[int | None]:

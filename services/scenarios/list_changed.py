@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from services import protocol
 from services.catalog import REVIEW_NOTES, REVIEW_STATUS, Catalog
 from services.contract import Event
 from services.scenarios import checks
@@ -16,13 +17,13 @@ def _checks(events: list[Event], uri: str) -> list[Check]:
         return [Check("list_changed", "list_changed delivered", "no")]
     after = notes[0].ts_ms
     relisted = next(
-        (e.ts_ms for e in events if e.ts_ms >= after and checks.ok_in(e, "resources/list")), None
+        (e.ts_ms for e in events if e.ts_ms >= after and checks.ok_in(e, protocol.LIST)), None
     )
     read_new = next(
         (
             e.ts_ms
             for e in events
-            if e.ts_ms >= after and checks.ok_in(e, "resources/read", REVIEW_NOTES.uri)
+            if e.ts_ms >= after and checks.ok_in(e, protocol.READ, REVIEW_NOTES.uri)
         ),
         None,
     )

@@ -4,6 +4,7 @@ and should be notified and read it again like any resource."""
 
 from __future__ import annotations
 
+from services import protocol
 from services.catalog import REVIEW_ITEM, Catalog
 from services.contract import Event
 from services.scenarios import checks
@@ -13,7 +14,7 @@ EXAMPLE = "test://review/42"
 
 
 def _checks(events: list[Event], uri: str) -> list[Check]:
-    listed = next((e.ts_ms for e in events if checks.ok_in(e, "resources/templates/list")), None)
+    listed = next((e.ts_ms for e in events if checks.ok_in(e, protocol.TEMPLATES_LIST)), None)
     concrete = REVIEW_ITEM.match(uri) is not None
     subscribed = checks.subscribed_at(events, uri) if concrete else None
     return [

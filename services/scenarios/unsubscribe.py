@@ -20,8 +20,8 @@ def _left(events: list[Event], uri: str) -> tuple[str, int] | None:
     for event in events:
         if event.ts_ms < start:
             continue
-        if checks.ok_in(event, "resources/unsubscribe", uri):
-            return "resources/unsubscribe", event.ts_ms
+        if checks.ok_in(event, protocol.UNSUBSCRIBE, uri):
+            return protocol.UNSUBSCRIBE, event.ts_ms
         if checks.ok_in(event, protocol.SESSION_DELETE):
             return "DELETE of its session", event.ts_ms
         if checks.ok_in(event, protocol.LISTEN_CLOSED):

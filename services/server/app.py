@@ -35,7 +35,7 @@ from services.server.handlers import EventLogMiddleware, Handlers
 from services.server.inflight import InFlightIds
 from services.server.listen import ListenStreams
 from services.server.relay import Relay
-from services.server.resume.get_streams import GetStream, StreamLog, plain
+from services.server.resume.get_streams import ServeGet, StreamLog, plain
 from services.server.resume.middleware import Resume, heartbeat, new_replica_id
 from services.server.service import Lab, bounded_error_data
 from services.server.sessions import SessionRegistry
@@ -46,8 +46,8 @@ logger = logging.getLogger("mcp_lab.server")
 
 # Served by FastMCP out of the box but not implemented by the lab: withdrawn so
 # the initialize result advertises only what the lab really does.
-_UNIMPLEMENTED = ("prompts/list", "prompts/get", "logging/setLevel", "completion/complete")
-_TOOL_METHODS = ("tools/list", "tools/call")
+_UNIMPLEMENTED = (protocol.PROMPTS_LIST, "prompts/get", "logging/setLevel", "completion/complete")
+_TOOL_METHODS = (protocol.TOOLS_LIST, protocol.TOOLS_CALL)
 # How long shutdown waits for the background tasks to stop once cancelled.
 _STOP_SECONDS = 5
 # How long shutdown waits for the Redis clean-ups of sessions that just ended.
@@ -164,10 +164,10 @@ def build_lab(
             handlers.get_review_status
         )
     mcp_adapter.register_request_handler(
-        server, "resources/subscribe", mcp_types.SubscribeRequestParams, handlers.subscribe
+        server, protocol.SUBSCRIBE, mcp_types.SubscribeRequestParams, handlers.subscribe
     )
     mcp_adapter.register_request_handler(
-        server, "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, handlers.unsubscribe
+        server, protocol.UNSUBSCRIBE, mcp_types.UnsubscribeRequestParams, handlers.unsubscribe
     )
     listen = ListenStreams(
         registry,
@@ -178,7 +178,7 @@ def build_lab(
         on_closed=lab.listen_closed,
     )
     mcp_adapter.register_request_handler(
-        server, "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, listen
+        server, protocol.LISTEN, mcp_types.SubscriptionsListenRequestParams, listen
     )
     withdrawn = _UNIMPLEMENTED if settings.enable_tool else _UNIMPLEMENTED + _TOOL_METHODS
     mcp_adapter.withdraw_request_handlers(server, withdrawn)
@@ -239,10 +239,10 @@ def http_app(
     if settings.post_responses == "auto":
         mcp_adapter.answer_posts_as_json(app, protocol.ANSWERED_AS_JSON.__contains__)
     mcp_adapter.write_get_streams(app, lab.closing)
-    get_stream: GetStream = plain(app)
+    serve_get: ServeGet = plain(app)
     if settings.resumable:
         mcp_adapter.bind_session_event_stores(app, lab.event_store, lab.protocol_of)
-        get_stream = Resume(
+        serve_get = Resume(
             app,
             registry=lab.registry,
             redis=lab.redis,
@@ -256,7 +256,7 @@ def http_app(
         app,
         path=normal_path(settings.path),
         # Sees every GET stream, resumed ones too (before Resume).
-        streams=StreamLog(get_stream, lab.registry, lab.recorder.stream),
+        streams=StreamLog(serve_get, lab.registry, lab.recorder.stream),
         cap=cap,
         sse_path=normal_path(settings.sse_path) if settings.sse_path else None,
         deletes=lifecycle.DeleteLog(app, lab.registry.peer, lab.deleted),

@@ -42,7 +42,7 @@ from services.server.resume.get_streams import StreamLog, stream_request
 from services.settings import LabSettings
 
 _SESSION_HEADER = protocol.SESSION_HEADER_BYTES
-_LISTEN = "subscriptions/listen"
+_LISTEN = protocol.LISTEN
 
 
 def normal_path(path: str) -> str:

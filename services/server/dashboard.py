@@ -29,7 +29,7 @@ from services.server import exports
 from services.server.dashboard_feed import DashboardFeed
 from services.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from services.server.mcp_adapter import HttpSessions
-from services.server.relay import Relay
+from services.server.relay import Relay, RelayState
 from services.server.sessions import SessionRegistry
 
 PAGE = Path(__file__).with_name("dashboard.html")
@@ -102,7 +102,7 @@ def add_routes(
             redis_ok = bool(await redis.ping())
         except (RedisError, OSError):
             redis_ok = False
-        healthy = redis_ok and relay.state == "subscribed"
+        healthy = redis_ok and relay.state == RelayState.SUBSCRIBED
         body = {
             "status": "ok" if healthy else "degraded",
             "redis": "ok" if redis_ok else "unreachable",

@@ -10,7 +10,7 @@ from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
-from services import untrusted
+from services import protocol, untrusted
 from services.catalog import ID_PLACEHOLDER, REVIEW_STATUS, ResourceSpec, TemplateSpec
 from services.contract import Peer
 from services.evidence.recorder import annotate
@@ -36,10 +36,10 @@ class EventLogMiddleware(Middleware):
     def __init__(self, lab: Lab) -> None:
         self._lab = lab
         self._hooks: dict[str, Any] = {
-            "initialize": self.on_initialize,
-            "server/discover": self.on_discover,
-            "resources/list": self.on_list_resources,
-            "resources/read": self.on_read_resource,
+            protocol.INITIALIZE: self.on_initialize,
+            protocol.DISCOVER: self.on_discover,
+            protocol.LIST: self.on_list_resources,
+            protocol.READ: self.on_read_resource,
         }
 
     async def __call__(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
@@ -66,7 +66,7 @@ class EventLogMiddleware(Middleware):
             )
             mcp_adapter.on_session_end(ctx.session, lambda: self._end_session(peer))
             event(
-                "initialize",
+                protocol.INITIALIZE,
                 "client connected",
                 peer,
                 f"protocol={peer.protocol} transport={peer.transport}",
@@ -77,7 +77,7 @@ class EventLogMiddleware(Middleware):
         if context.fastmcp_context is not None:
             peer = self._lab.peer(context.fastmcp_context)
             event(
-                "server/discover",
+                protocol.DISCOVER,
                 "client connected",
                 peer,
                 f"protocol={peer.protocol} transport={peer.transport}",
@@ -89,7 +89,7 @@ class EventLogMiddleware(Middleware):
         if ctx is None:
             return await call_next(context)
         peer = self._lab.peer(ctx)
-        event("resources/list", "requested", peer)
+        event(protocol.LIST, "requested", peer)
         listed = await call_next(context)
         hidden = await self._lab.hidden_from(peer)
         return [r for r in listed if str(r.uri) not in hidden] if hidden else listed
@@ -98,7 +98,7 @@ class EventLogMiddleware(Middleware):
         uri = str(context.message.uri)
         ctx = context.fastmcp_context
         if ctx is not None and (uri not in self._lab.catalog or await self._hidden(ctx, uri)):
-            event("resources/read", f"uri={_cut(uri)}", self._lab.peer(ctx), "error=not-found")
+            event(protocol.READ, f"uri={_cut(uri)}", self._lab.peer(ctx), "error=not-found")
             raise not_found(uri, ctx.session.protocol_version)
         return await call_next(context)
 
@@ -134,7 +134,7 @@ class Handlers:
             version, text = await lab.read(peer, spec.uri)
             annotate(version=version)
             event(
-                "resources/read",
+                protocol.READ,
                 f"uri={spec.uri} version={version}",
                 peer,
                 level=lab.read_level(peer, spec.uri, version),
@@ -153,7 +153,7 @@ class Handlers:
             version, text = await lab.read(peer, uri)
             annotate(version=version)
             event(
-                "resources/read",
+                protocol.READ,
                 f"uri={uri} version={version}",
                 peer,
                 level=lab.read_level(peer, uri, version),
@@ -166,7 +166,7 @@ class Handlers:
         """The lab's tool (``MCP_TEST_ENABLE_TOOL``): the status text, as a read gives it."""
         peer = self._lab.peer(ctx)
         version, text = await self._lab.read(peer, REVIEW_STATUS.uri)
-        event("tools/call", f"get_review_status version={version}", peer)
+        event(protocol.TOOLS_CALL, f"get_review_status version={version}", peer)
         return text
 
     async def subscribe(
@@ -177,7 +177,7 @@ class Handlers:
         peer = lab.peer(ctx)
         uri = str(params.uri)
         if uri not in lab.catalog:
-            event("resources/subscribe", f"uri={_cut(uri)}", peer, "error=not-found")
+            event(protocol.SUBSCRIBE, f"uri={_cut(uri)}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         session = ctx.session
         subscriber = Subscriber(
@@ -188,7 +188,7 @@ class Handlers:
             get_stream=mcp_adapter.get_stream_of(lab.http_sessions, session),
         )
         job_id = await lab.subscribe(subscriber, uri)
-        event("resources/subscribe", f"uri={uri}", peer, f"job={job_id}")
+        event(protocol.SUBSCRIBE, f"uri={uri}", peer, f"job={job_id}")
         return mcp_types.EmptyResult()
 
     async def unsubscribe(
@@ -198,9 +198,9 @@ class Handlers:
         peer = lab.peer(get_context())
         uri = str(params.uri)
         if uri not in lab.catalog:
-            event("resources/unsubscribe", f"uri={_cut(uri)}", peer, "error=not-found")
+            event(protocol.UNSUBSCRIBE, f"uri={_cut(uri)}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         was_subscribed = lab.registry.unsubscribe(peer.session, uri)
         await lab.forget_subscription(peer, uri)
-        event("resources/unsubscribe", f"uri={uri}", peer, f"was_subscribed={was_subscribed}")
+        event(protocol.UNSUBSCRIBE, f"uri={uri}", peer, f"was_subscribed={was_subscribed}")
         return mcp_types.EmptyResult()

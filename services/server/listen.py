@@ -26,7 +26,7 @@ from mcp.server.subscriptions import (
     ServerEvent,
 )
 
-from services import untrusted
+from services import protocol, untrusted
 from services.catalog import Catalog
 from services.contract import Peer
 from services.logs import event
@@ -110,12 +110,12 @@ class ListenStreams:
     ) -> mcp_types.SubscriptionsListenResult:
         peer = self._peer_of(ctx)
         requested = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
-        event("subscriptions/listen", f"opened {asked_for(params.notifications)}", peer)
+        event(protocol.LISTEN, f"opened {asked_for(params.notifications)}", peer)
         unknown = [uri for uri in requested if uri not in self._catalog]
         if unknown:
             # The spec honors a subscription to an unknown URI; it never fires.
             event(
-                "subscriptions/listen",
+                protocol.LISTEN,
                 f"uri={_named(unknown)}",
                 peer,
                 "error=not-found (never fires)",
@@ -134,7 +134,7 @@ class ListenStreams:
         try:
             for uri in (u for u in requested if u in self._catalog):
                 job = await self._subscribe(subscriber, uri)
-                event("subscriptions/listen", f"uri={uri}", peer, f"job={job}")
+                event(protocol.LISTEN, f"uri={uri}", peer, f"job={job}")
             return await ListenHandler(bus)(ctx, params)
         finally:
             # A listen ends when the client goes away, which cancels this request:
@@ -143,6 +143,6 @@ class ListenStreams:
                 dropped = self._registry.drop(subscriber.key)
                 for uri in dropped:
                     await self._on_end(peer, uri)
-                event("subscriptions/listen", "stream ended", peer)
+                event(protocol.LISTEN, "stream ended", peer)
                 if dropped and self._on_closed is not None:
                     await self._on_closed(peer)

@@ -107,7 +107,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from services import sse
+from services import protocol, sse
 from services.server import get_writer
 
 logger = logging.getLogger("mcp_lab.server")
@@ -306,7 +306,7 @@ async def _quiet_request(
         return None
     if transport.mcp_session_id:
         header = request.headers.get(MCP_SESSION_ID_HEADER)
-        if message.method == "initialize":
+        if message.method == protocol.INITIALIZE:
             if header is not None and header != transport.mcp_session_id:
                 return None
         elif header != transport.mcp_session_id:

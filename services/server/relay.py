@@ -31,6 +31,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import cast
 
 import anyio
@@ -139,6 +140,14 @@ class _Pending:
         )
 
 
+class RelayState(StrEnum):
+    """Where the relay's pub/sub stands (``/healthz`` and the ready line show the value)."""
+
+    STARTING = "starting"
+    SUBSCRIBED = "subscribed"  # listening on the updates channel: notifications flow
+    DISCONNECTED = "disconnected"  # Redis lost; it reconnects, then reconciles
+
+
 class Relay:
     """Turns each message on the updates channel into notifications."""
 
@@ -164,7 +173,7 @@ class Relay:
         self._pubsub_redis = state.connect(
             settings.redis_url, socket_timeout=None, decode=False, reconnect=False
         )
-        self.state = "starting"
+        self.state = RelayState.STARTING
         self.subscribed = asyncio.Event()
         self.messages_relayed = 0
         self.messages_ignored = 0
@@ -188,7 +197,7 @@ class Relay:
             await pubsub.subscribe(channel)
             if self._replica_channel is not None:
                 await pubsub.subscribe(self._replica_channel)
-            self.state = "subscribed"
+            self.state = RelayState.SUBSCRIBED
             self.subscribed.set()
             logger.info("[relay] subscribed channel=%s", channel)
             connected()
@@ -218,7 +227,7 @@ class Relay:
                 await pubsub.aclose()
 
     def _disconnected(self) -> None:
-        self.state = "disconnected"
+        self.state = RelayState.DISCONNECTED
         self.subscribed.clear()
 
     async def close(self) -> None:

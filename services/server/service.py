@@ -113,7 +113,7 @@ class Lab:
     def peer_of_request(self, ctx: ServerRequestContext[Any], client_info: Any) -> Peer:
         """The peer behind a low-level request context."""
         requested = None
-        if ctx.method == "initialize" and isinstance(ctx.params, dict):
+        if ctx.method == protocol.INITIALIZE and isinstance(ctx.params, dict):
             requested = ctx.params.get("protocolVersion")
         return make_peer(ctx.session, ctx.request, self.settings.path, client_info, requested)
 
@@ -224,10 +224,11 @@ class Lab:
         if idle:
             # The client left its session open (no DELETE); the server closed it.
             seconds = self.settings.session_idle_seconds
-            event("session/end", f"idle for {seconds:g} s", peer, f"subscriptions={len(uris)}")
+            why = f"idle for {seconds:g} s"
+            event(protocol.SESSION_END, why, peer, f"subscriptions={len(uris)}")
             await self.recorder.ended(peer, contract.REASON_IDLE)
         else:
-            event("session/end", "closed", peer, f"subscriptions={len(uris)}")
+            event(protocol.SESSION_END, "closed", peer, f"subscriptions={len(uris)}")
 
     async def listen_closed(self, peer: Peer) -> None:
         """A 2026-07-28 client closed a listen stream that named resources: its way to
@@ -255,7 +256,8 @@ class Lab:
                         version = await state.read_version(self.redis, self.scope(peer), uri)
                     except (RedisError, OSError) as exc:
                         logger.warning("[lab] could not read the state of %s: %s", session, exc)
-                event("session/end", "its server replica is gone", peer, f"version={version}")
+                gone = "its server replica is gone"
+                event(protocol.SESSION_END, gone, peer, f"version={version}")
                 await self.recorder.ended(peer, contract.REASON_REPLICA_GONE, uri, version)
 
     def event_store(self, session: str) -> RedisEventStore:

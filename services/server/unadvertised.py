@@ -19,6 +19,7 @@ import mcp_types
 from fastmcp import FastMCP
 from mcp.server.context import ServerRequestContext
 
+from services import protocol
 from services.contract import REASON_UNADVERTISED, Peer
 from services.evidence.recorder import annotate
 from services.logs import event
@@ -27,8 +28,8 @@ from services.server import mcp_adapter
 # The list method of each capability the lab may leave unadvertised: the
 # capability, and the method's empty answer.
 EMPTY_LISTS: dict[str, tuple[str, Callable[[], Any]]] = {
-    "tools/list": ("tools", lambda: mcp_types.ListToolsResult(tools=[])),
-    "prompts/list": ("prompts", lambda: mcp_types.ListPromptsResult(prompts=[])),
+    protocol.TOOLS_LIST: ("tools", lambda: mcp_types.ListToolsResult(tools=[])),
+    protocol.PROMPTS_LIST: ("prompts", lambda: mcp_types.ListPromptsResult(prompts=[])),
 }
 
 

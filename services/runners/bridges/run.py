@@ -44,7 +44,7 @@ from services.runners.bridges.specs import (
     Ends,
     Invocation,
 )
-from services.runners.lab import Lab, running_lab
+from services.runners.lab import RunLab, running_lab
 from services.runners.probe import Probe
 from services.runners.program import Process, base_env
 from services.runners.wire import WireMessage, WireTap, to_jsonl
@@ -175,7 +175,9 @@ async def _listening(bridge: Process, port: int) -> None:
     )
 
 
-async def _resume_cut(lab: Lab, tap: WireTap, cut: Cut, hold: asyncio.Event, wait: float) -> None:
+async def _resume_cut(
+    lab: RunLab, tap: WireTap, cut: Cut, hold: asyncio.Event, wait: float
+) -> None:
     """Cut the lab-side GET streams once the subscribe reached the lab; let new GETs
     through once the lab has sent the update (or after ``wait`` seconds)."""
     try:
@@ -225,7 +227,7 @@ async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: Run
     return outcome
 
 
-async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Lab,
+async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: RunLab,
                    outcome: Outcome, home: Path, work: Path) -> None:  # fmt: skip
     assert spec.launch is not None and outcome.folder is not None
     folder, d = outcome.folder, plan.direction
@@ -326,7 +328,7 @@ async def _stopped(bridge: Process, outcome: Outcome) -> None:
     outcome.bridge_output = bridge.lines
 
 
-def _keep(lab: Lab, outcome: Outcome) -> None:
+def _keep(lab: RunLab, outcome: Outcome) -> None:
     """The run's files, beside what the taps wrote as they went."""
     folder = outcome.folder
     assert folder is not None

@@ -186,7 +186,7 @@ def _norm(capability: dict[str, Any] | None) -> dict[str, Any]:
 
 def _initialize(sides: _Sides) -> Cell:
     seen = sides.steps("capabilities")
-    connected = sides.lab_in("initialize") or sides.lab_in("server/discover")
+    connected = sides.lab_in(protocol.INITIALIZE) or sides.lab_in(protocol.DISCOVER)
     cell = _request(sides, "initialize", bool(seen), bool(connected), True)
     if cell.mark != PASSED:
         return cell
@@ -236,7 +236,7 @@ def _re_read(sides: _Sides, expected: int) -> Cell:
         return Cell(NOT_APPLICABLE)
     got = len(sides.steps("notification_received"))
     client = [s for s in sides.steps("final_content") if s.fields.get("changed")]
-    lab = [e for e in sides.lab_in("resources/read", sides.uri) if (e.version or 0) >= 2]
+    lab = [e for e in sides.lab_in(protocol.READ, sides.uri) if (e.version or 0) >= 2]
     count = f"{min(len(client), expected)}/{expected}"
     if got == 0:
         return Cell(NOT_REACHED, "no notification reached the client", count)
@@ -256,7 +256,7 @@ def _list_changed(sides: _Sides, subscribed_client: bool) -> Cell:
     got = sides.steps("list_changed")
     if got:
         new = sides.steps("new_resource")
-        read_new = sides.lab_in("resources/read", added[0])
+        read_new = sides.lab_in(protocol.READ, added[0])
         if new and read_new:
             late = got[0].at_ms - delivered[0].ts_ms if delivered else None
             return Cell(PASSED, f"listed again and read {added[0]}", late_ms=late)
@@ -314,7 +314,7 @@ def _protocols(sides: _Sides, row: Row) -> None:
     if seen:
         row.client_protocol = str(seen[0].fields.get("protocol") or "-")
     working = {e.session for e in sides.outcome.events if e.method.startswith("resources/")}
-    sessions = [e for e in sides.outcome.events if e.method in ("initialize", "server/discover")]
+    sessions = [e for e in sides.outcome.events if e.method in protocol.CONNECT_METHODS]
     mine = [e for e in sessions if e.session in working] or sessions
     if mine:
         row.lab_protocol = ", ".join(sorted({e.protocol for e in mine}))
@@ -372,9 +372,9 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     listed = bool(sides.steps("resource"))
     read = bool(sides.steps("initial_content"))
     subscribed_client = bool(sides.steps("subscribed"))
-    subscribed_lab = bool(sides.lab_in("resources/subscribe", uri))
-    steps["list"] = _request(sides, "list", listed, bool(sides.lab_in("resources/list")), connected)
-    read_lab = [e for e in sides.lab_in("resources/read", uri) if e.version == 1]
+    subscribed_lab = bool(sides.lab_in(protocol.SUBSCRIBE, uri))
+    steps["list"] = _request(sides, "list", listed, bool(sides.lab_in(protocol.LIST)), connected)
+    read_lab = [e for e in sides.lab_in(protocol.READ, uri) if e.version == 1]
     steps["read"] = _request(sides, "read", read, bool(read_lab), listed)
     steps["subscribe"] = _request(sides, "subscribe", subscribed_client, subscribed_lab, read)
     steps["notified"] = _notified(sides, expected, subscribed_lab)
@@ -384,7 +384,7 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     done = subscribed_client and waited
     unsubscribed = bool(sides.steps("unsubscribed"))
     steps["unsubscribe"] = _request(
-        sides, "unsubscribe", unsubscribed, bool(sides.lab_in("resources/unsubscribe", uri)), done
+        sides, "unsubscribe", unsubscribed, bool(sides.lab_in(protocol.UNSUBSCRIBE, uri)), done
     )
     steps["list_changed"] = _list_changed(sides, subscribed_client)
     steps["resume"] = (

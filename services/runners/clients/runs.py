@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from services import contract
+from services import contract, protocol
 from services.evidence.build import Report
 from services.runners.clients import drivers
 from services.runners.clients.endpoint import serve
@@ -38,7 +38,7 @@ from services.runners.clients.terminal import (
     Terminal,
     loosely,
 )
-from services.runners.lab import Lab, running_lab
+from services.runners.lab import RunLab, running_lab
 from services.runners.program import Process, base_env
 from services.runners.wire import WireMessage, WireTap, to_jsonl
 from services.scenarios.scenario import UPDATE, Scenario
@@ -91,7 +91,7 @@ class Updates:
     lab would, after its subscribe). So no notification ever comes before the model's
     read, and every read after one is the client's own."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: RunLab) -> None:
         self.lab = lab
         self._mark: int | None = None
         self._first = asyncio.Event()
@@ -294,7 +294,7 @@ async def run_interactive(
 
 
 async def _converse(
-    term: Terminal, lab: Lab, model: ScriptedModel, plan: RunPlan, outcome: Outcome
+    term: Terminal, lab: RunLab, model: ScriptedModel, plan: RunPlan, outcome: Outcome
 ) -> None:
     """Type the scenario's prompt (its ``@lab:URI`` mention a key at a time, until the
     UI offers the resource), then a second message; each turn ends when the model has
@@ -368,12 +368,12 @@ async def run_inspector(
             try:
                 url = f"{tap_url}/mcp"
                 ok = await step("connect", ["connect", url, "--transport", "http", *conn])
-                ok = ok and await step("read", [*conn, "resources/read", plan.uri])
+                ok = ok and await step("read", [*conn, protocol.READ, plan.uri])
                 if ok and plan.script == SCORED:
                     await _inspector_subscribe(lab, mcpdo, conn, env, workdir, plan, outcome)
                 elif ok:
                     await lab.apply_timeline()
-                    await step("read", [*conn, "resources/read", plan.uri])
+                    await step("read", [*conn, protocol.READ, plan.uri])
             finally:
                 stop, _ = await _run_cli(
                     "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
@@ -386,7 +386,7 @@ async def run_inspector(
 
 
 async def _inspector_subscribe(
-    lab: Lab,
+    lab: RunLab,
     mcpdo: list[str],
     conn: list[str],
     env: dict[str, str],
@@ -400,7 +400,7 @@ async def _inspector_subscribe(
     listener (it unsubscribes as it stops)."""
     since = len(lab.server.lines)
     subscribe = await Process.start(
-        "subscribe", [*mcpdo, *conn, "resources/subscribe", plan.uri], env, workdir
+        "subscribe", [*mcpdo, *conn, protocol.SUBSCRIBE, plan.uri], env, workdir
     )
     updates = any(a.kind == UPDATE and a.uri in (None, plan.uri) for a in plan.scenario.timeline)
     try:
@@ -423,7 +423,9 @@ def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
     return runs / f"{name}-{version}" / plan.scenario.name / setup / plan.script
 
 
-def _keep_logs(where: Path, lab: Lab, outcome: Outcome, exchanges: list[dict[str, object]]) -> Path:
+def _keep_logs(
+    where: Path, lab: RunLab, outcome: Outcome, exchanges: list[dict[str, object]]
+) -> Path:
     """The run's logs, evidence, wire capture and model requests, in ``where``: for
     reading what happened by hand. Returns the folder."""
     if where.exists():

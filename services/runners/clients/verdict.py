@@ -212,7 +212,7 @@ def _pull(row: Row, pull: Outcome | str) -> None:
                 e.ts_ms
                 for e in pull.events
                 if e.direction == "in"
-                and e.method == "resources/read"
+                and e.method == protocol.READ
                 and e.uri == pull.plan.uri
                 and (e.version or 0) >= 2
             ),

@@ -67,10 +67,10 @@ def has_dataless_event(body: bytes) -> bool:
 
 
 # Serves one GET stream request: (scope, receive, send, session id, Last-Event-ID).
-GetStream = Callable[[Scope, Receive, Send, str, str], Awaitable[None]]
+ServeGet = Callable[[Scope, Receive, Send, str, str], Awaitable[None]]
 
 
-def plain(app: ASGIApp) -> GetStream:
+def plain(app: ASGIApp) -> ServeGet:
     """``app`` serving GET streams (it reads the headers itself)."""
 
     async def serve(scope: Scope, receive: Receive, send: Send, _session: str, _last: str) -> None:
@@ -86,7 +86,7 @@ class StreamLog:
 
     def __init__(
         self,
-        app: GetStream,
+        app: ServeGet,
         registry: SessionRegistry,
         record: RecordStream | None = None,
     ) -> None:
