@@ -38,7 +38,7 @@ from services import protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.process.embedded_redis import EmbeddedRedis, free_port, start_redis
-from tests.lab import LabProcess, lab_env
+from tests.support.lab import LabProcess, lab_env
 
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 _READY = r"\[lab\] server ready .*relay=subscribed"

@@ -28,7 +28,7 @@ from services import protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.process.embedded_redis import free_port, start_redis
-from tests.lab import LabProcess, start_server
+from tests.support.lab import LabProcess, start_server
 
 _CONCURRENCY = 16
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the fault matrix N times and write its table into docs/faults.md.
 
-Each run is ``pytest tests/test_fault_matrix.py`` with ``MCP_LAB_FAULT_LOG``
+Each run is ``pytest tests/system/test_fault_matrix.py`` with ``MCP_LAB_FAULT_LOG``
 pointing at a temporary file, where every test appends one JSON line: the fault,
 the stage, and the notifications expected and received. The lines of all runs
 are added up per fault and stage into a markdown table, which is printed and
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = "tests/test_fault_matrix.py"
+SUITE = "tests/system/test_fault_matrix.py"
 START = "<!-- fault-table:start -->"
 END = "<!-- fault-table:end -->"
 

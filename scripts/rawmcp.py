@@ -5,7 +5,7 @@ more for its GET stream, so thousands of sessions cost little on the client
 side. It speaks only what the benchmark and the load test need: initialize,
 notifications/initialized, requests with a JSON or an SSE reply, and one GET
 stream whose events are parsed as they arrive. Used by ``scripts/bench`` and
-``tests/test_load.py``.
+``tests/system/test_load.py``.
 """
 
 from __future__ import annotations

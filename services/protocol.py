@@ -55,7 +55,7 @@ LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resource
 # sampling, elicitation), an unknown method, and resources/subscribe, whose answer
 # waits for its Redis writes (in a burst, for its turn in the batch writer): a
 # 2025-11-25 client cut off meanwhile resumes that stream from its priming event
-# and still gets the answer (tests/test_resume.py, the TypeScript SDK cut off).
+# and still gets the answer (tests/system/test_resume.py, the TypeScript SDK cut off).
 ANSWERED_AS_JSON = frozenset(
     {
         INITIALIZE,

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis, the lab in process (``inproc``, tests/inproc.py)
+"""Shared fixtures: a real Redis, the lab in process (``inproc``, tests/support/inproc.py)
 or as processes (``lab``), free ports; and the markers (``process``, ``browser``,
 ``clients``) that ``dev.py test --quick`` leaves out.
 
@@ -19,20 +19,22 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import pytest
 import redis
 
-import tests.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
+import tests.support.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from services.process.embedded_redis import RedisNotFound, free_port, start_redis
-from tests import browser as chromium
-from tests import lab as lab_helpers
-from tests.inproc import InProcLab, captured_logs
-from tests.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
+from tests.support import browser as chromium
+from tests.support import lab as lab_helpers
+from tests.support.ci import IN_CI
+from tests.support.docker_engine import docker_unusable
+from tests.support.inproc import InProcLab, captured_logs
+from tests.support.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
 # The tests flush this database before each test; when REDIS_URL points at a
 # Redis of yours, they use its database 15 so nothing else of yours is touched.
 # Under pytest-xdist each worker has a database of its own: 15, 14, ... (without
@@ -53,22 +55,9 @@ _MARKED_BY_FIXTURE = {
     "node_client": ("clients", "process"),
     "npm": ("clients", "process"),
 }
-# Modules whose tests start processes without those fixtures (mcp_lab, LabProcess,
-# stdio clients, the fault matrix's own lab).
-_PROCESS_MODULES = {
-    "test_bridges",
-    "test_cli",
-    "test_client_verdicts",
-    "test_faults",
-    "test_fault_matrix",
-    "test_load",
-    "test_probe",
-    "test_scenarios",
-    "test_settings",
-    "test_sweep",
-    "test_transports",
-    "test_up",
-}
+# Every test under tests/system/ crosses a process boundary (lab processes, mcp-lab
+# commands, Docker, a browser, a real client program): all of them are `process`.
+_SYSTEM = Path(__file__).resolve().parent / "system"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -76,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names: set[str] = set()
         for fixture in getattr(item, "fixturenames", ()):
             names.update(_MARKED_BY_FIXTURE.get(fixture, ()))
-        if item.module is not None and item.module.__name__.rpartition(".")[2] in _PROCESS_MODULES:
+        if _SYSTEM in Path(str(item.path)).parents:
             names.add("process")
         for name in sorted(names):
             item.add_marker(name)
@@ -94,7 +83,7 @@ def _history_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(autouse=True)
 def _note_async_test(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Tell tests/lab.py whether this test is a coroutine (its blocking-wait guard)."""
+    """Tell tests/support/lab.py whether this test is a coroutine (its blocking-wait guard)."""
     lab_helpers.IN_ASYNC_TEST = inspect.iscoroutinefunction(request.function)
     yield
     lab_helpers.IN_ASYNC_TEST = False
@@ -103,46 +92,6 @@ def _note_async_test(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def docker_answers() -> bool:
-    """True when a Docker engine answers within a few seconds."""
-    try:
-        result = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
-
-
-# Set by ``dev.py test`` when Docker answers but the Docker tests have no base images
-# they can build on (scripts/devtools/docker_images.py); its value says why and what to do.
-DOCKER_UNUSABLE_ENV = "MCP_LAB_DOCKER_UNUSABLE"
-
-
-def docker_unusable() -> str | None:
-    """Why the Docker tests cannot run here, or None when they can."""
-    reason = os.environ.get(DOCKER_UNUSABLE_ENV)
-    if reason:
-        return reason
-    if not docker_answers():
-        return "no Docker engine answers (docker info failed)"
-    return None
-
-
-def skip_unless_docker_is_usable() -> None:
-    """At a Docker test module's top: skip it, in one line, when Docker cannot run it
-    (fail under CI=true, where nothing skips for a missing part)."""
-    reason = docker_unusable()
-    if reason is None:
-        return
-    if IN_CI:
-        raise RuntimeError(f"CI=true but {reason}: .ci/run must provide it")
-    pytest.skip(reason, allow_module_level=True)
 
 
 @dataclass
@@ -162,7 +111,7 @@ def redis_endpoint() -> Iterator[RedisEndpoint]:
         yield RedisEndpoint(os.environ["REDIS_URL"], "REDIS_URL")
         return
     if docker_unusable() is None:
-        from tests.docker_redis import REDIS_IMAGE, redis_container
+        from tests.support.docker_redis import REDIS_IMAGE, redis_container
 
         stack = ExitStack()
         try:
@@ -248,7 +197,7 @@ def lab(redis_url: str) -> Iterator[Processes]:
 
 @pytest.fixture
 async def inproc(redis_url: str, anyio_backend: str) -> AsyncIterator[InProcLab]:
-    """Servers and updaters in the test's event loop (tests/inproc.py): the same
+    """Servers and updaters in the test's event loop (tests/support/inproc.py): the same
     app and updater code as the processes, reached in memory, on the real Redis."""
     with captured_logs():
         lab = InProcLab(redis_url)
@@ -306,7 +255,7 @@ def npm() -> str:
 
 @pytest.fixture(scope="session")
 def node_client() -> str:
-    """``node``, with the TypeScript SDK client of tests/ts_client installed."""
+    """``node``, with the TypeScript SDK client of tests/support/ts_client installed."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         reason = "node and npm are needed for the TypeScript SDK client"
@@ -315,7 +264,7 @@ def node_client() -> str:
         pytest.skip(reason)
     lock = TS_CLIENT_DIR / "package-lock.json"
     installed = TS_CLIENT_DIR / "node_modules" / ".package-lock.json"
-    # One install at a time: pytest-xdist workers share tests/ts_client.
+    # One install at a time: pytest-xdist workers share tests/support/ts_client.
     with open(TS_CLIENT_DIR / ".install.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:

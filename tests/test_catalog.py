@@ -21,7 +21,7 @@ from services.process.embedded_redis import free_port
 from services.server.app import http_app
 from services.settings import LabSettings
 from services.updater import Updater
-from tests.lab import connect
+from tests.support.lab import connect
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ capabilities it always advertises, or for learning when a client session ends.
 The low-level server and the per-session ``Connection`` have them; this module
 reaches them, so an upgrade of fastmcp or mcp breaks here and nowhere else.
 Checked against the versions in :data:`CHECKED_VERSIONS` (pyproject pins the same;
-``tests/test_mcp_adapter.py`` fails on any other).
+``tests/server/test_mcp_adapter.py`` fails on any other).
 
 Public SDK behaviour the lab relies on, elsewhere, to re-check on an upgrade:
 

