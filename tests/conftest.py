@@ -30,6 +30,7 @@ import tests.support.docker_redis  # noqa: F401  (testcontainers settings, befor
 from services.process.embedded_redis import RedisNotFound, free_port, start_redis
 from tests.support import browser as chromium
 from tests.support import lab as lab_helpers
+from tests.support import reaper
 from tests.support.ci import IN_CI
 from tests.support.docker_engine import docker_unusable
 from tests.support.inproc import InProcLab, captured_logs
@@ -58,6 +59,37 @@ _MARKED_BY_FIXTURE = {
 # Every test under tests/system/ crosses a process boundary (lab processes, mcp-lab
 # commands, Docker, a browser, a real client program): all of them are `process`.
 _SYSTEM = Path(__file__).resolve().parent / "system"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    reaper.become_subreaper()
+
+
+_BEFORE = pytest.StashKey[set[int]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Note the processes there are once a process test is set up (tests/support/reaper.py)."""
+    if item.get_closest_marker("process") is not None:
+        item.stash[_BEFORE] = reaper.descendants()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After the test's own teardown: kill what it started and left running (a test
+    that timed out, a command killed mid-run), and say so."""
+    yield
+    before = item.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    left = reaper.kill_new(before)
+    if left:
+        warnings.warn(
+            f"{item.nodeid} left {len(left)} process(es) running, killed: {'; '.join(left)}",
+            stacklevel=1,
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -22,7 +22,8 @@ from pathlib import Path
 from services import contract, state
 from services.evidence import build, reader
 from services.evidence.build import Report
-from services.process.embedded_redis import free_port, start_redis
+from services.process.embedded_redis import free_port, launch_redis
+from services.process.lifeline import PARENT_PID_ENV
 from services.runners.program import Process
 from services.scenarios import registry
 from services.scenarios.scenario import Scenario
@@ -129,6 +130,8 @@ def _env(
         MCP_TEST_ENABLE_TOOL="true" if enable_tool else "false",
         MCP_TEST_SCENARIO=scenario,
     )
+    # Server and updater watch this runner too: re-parented, they stop.
+    env[PARENT_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -150,7 +153,13 @@ async def running_lab(
     there the runner applies every update itself); ``scenario``: what the lab plays
     (the default one when None)."""
     scenario = scenario or registry.get(registry.DEFAULT)
-    redis = await asyncio.to_thread(start_redis, free_port())
+    # Started from this thread, so that it ends with it (a runner killed mid-run).
+    redis = launch_redis(free_port(), with_parent=True)
+    try:
+        await asyncio.to_thread(redis.wait_ready, _READY_TIMEOUT)
+    except BaseException:
+        await asyncio.to_thread(redis.stop)
+        raise
     processes: list[Process] = []
     try:
         python = [sys.executable, "-m", "services"]

@@ -3,6 +3,11 @@
 :class:`Process` runs a child in a session of its own with its output lines kept, so a
 runner can wait for a line and keep the logs; :func:`base_env` is the clean
 environment a client or bridge runs in (a HOME of the run's own).
+
+A child ends with the runner, however the runner ends: it gets SIGTERM when the thread
+that started it dies (Linux's parent-death signal, :mod:`services.process.lifeline`),
+so a runner killed mid-run (Ctrl-C twice, a CI job's timeout, SIGKILL) leaves no lab,
+client or bridge behind.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import os
 import re
 import signal
 from pathlib import Path
+
+from services.process.lifeline import die_with_parent
 
 _STOP_TIMEOUT = 10.0
 LINE_LIMIT = 1024 * 1024  # a longer output line is left out (a minified stack trace)
@@ -29,6 +36,7 @@ class Process:
 
     @classmethod
     async def start(cls, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> Process:
+        """Start ``argv`` in a session of its own, ending with the calling thread."""
         process = await asyncio.create_subprocess_exec(
             *argv,
             env=env,
@@ -38,6 +46,7 @@ class Process:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             limit=LINE_LIMIT,
+            preexec_fn=die_with_parent(),
         )
         return cls(name, process)
 
