@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     _ensure_venv()
     if argv[0] == "up":
         os.execv(str(BIN / "mcp-lab"), [str(BIN / "mcp-lab"), "up", *argv[1:]])
-    lint = _run([str(BIN / "ruff"), "check", "services", "tests", "scripts"])
+    lint = _run([str(BIN / "ruff"), "check", "services", "tests", "scripts", "docs/examples"])
     if lint != 0:
         print("dev: ruff found problems (see above)", file=sys.stderr)
         return lint

@@ -1,7 +1,7 @@
 """``mcp-lab connect CLIENT``: the configuration that points CLIENT at the running lab.
 
 For the agent CLIs that ``mcp-lab clients run`` drives, the snippet comes from the
-same functions its drivers write their configs with (``services.runners.clients.drivers``),
+same functions its config writers use (``services.runners.clients.configs``),
 so what a person pastes is what the lab's own runs use. The others (Goose, Crush,
 VS Code, Cursor) follow each client's documented configuration format.
 """
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.runners.clients import drivers
-
-NAME = drivers.SERVER_NAME
+from services.runners.clients import configs
+from services.runners.clients.configs import SERVER_NAME as NAME
+from services.runners.clients.configs import Server
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _claude_code(url: str) -> Connection:
     return Connection(
         "Claude Code",
         "mcp.json (any file; its path goes to --mcp-config)",
-        drivers.claude_code_mcp(url),
+        configs.claude_code_mcp(Server(url=url)),
         "json",
         "claude --mcp-config mcp.json",
     )
@@ -49,7 +49,7 @@ def _gemini_cli(url: str) -> Connection:
     return Connection(
         "Gemini CLI",
         "~/.gemini/settings.json, or .gemini/settings.json in the project (merge mcpServers)",
-        drivers.gemini_cli_mcp(url),
+        configs.gemini_cli_mcp(Server(url=url)),
         "json",
         "gemini",
     )
@@ -57,7 +57,11 @@ def _gemini_cli(url: str) -> Connection:
 
 def _codex(url: str) -> Connection:
     return Connection(
-        "Codex CLI", "~/.codex/config.toml (append)", drivers.codex_mcp(url), "toml", "codex"
+        "Codex CLI",
+        "~/.codex/config.toml (append)",
+        configs.codex_mcp(Server(url=url)),
+        "toml",
+        "codex",
     )
 
 
@@ -65,7 +69,7 @@ def _opencode(url: str) -> Connection:
     return Connection(
         "OpenCode",
         "opencode.json in the project folder (merge mcp)",
-        drivers.opencode_mcp(url),
+        configs.opencode_mcp(Server(url=url)),
         "json",
         "opencode",
     )
@@ -75,7 +79,7 @@ def _copilot(url: str) -> Connection:
     return Connection(
         "GitHub Copilot CLI",
         "~/.copilot/mcp-config.json (merge mcpServers)",
-        drivers.copilot_mcp(url),
+        configs.copilot_mcp(Server(url=url)),
         "json",
         "copilot",
     )

@@ -610,11 +610,13 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     add_scenarios_parser(sub)
 
     if with_clients:
+        from services.cli.check import add_parser as add_check_parser
         from services.runners.bridges.cli import add_parser as add_bridges_parser
         from services.runners.clients.cli import add_parser as add_clients_parser
 
         add_clients_parser(sub)
         add_bridges_parser(sub)
+        add_check_parser(sub)
     return parser
 
 

@@ -121,10 +121,10 @@ class Cell(Generic[E]):
 
 
 def by_cell(
-    entries: Iterable[E], names: Callable[[E], tuple[str, str, str]]
-) -> list[tuple[tuple[str, str, str], list[E]]]:
+    entries: Iterable[E], names: Callable[[E], tuple[str, ...]]
+) -> list[tuple[tuple[str, ...], list[E]]]:
     """``entries`` grouped by the names of their cell, in the order of those names."""
-    grouped: dict[tuple[str, str, str], list[E]] = {}
+    grouped: dict[tuple[str, ...], list[E]] = {}
     for entry in entries:
         grouped.setdefault(names(entry), []).append(entry)
     return [(key, grouped[key]) for key in sorted(grouped)]

@@ -9,7 +9,8 @@ SQLite, and why the bridges have a table of their own.
 The schema's version is the file's ``PRAGMA user_version``. A writer brings the file up
 to :data:`SCHEMA_VERSION` before it writes: each step of :data:`_MIGRATIONS` above the
 file's version is applied, in order, in one transaction. Every step only adds (a table,
-an index), and each is idempotent (``IF NOT EXISTS``), so a lab of an older version
+an index, a column), and each is idempotent (``IF NOT EXISTS``, or a column added only
+where it is missing), so a lab of an older version
 (which knows only the steps up to its own and sets ``user_version`` back to it) still
 reads and writes a newer file, and the next newer writer applies the steps again at no
 cost. Readers open the file read-only and never upgrade it: a table not there yet
@@ -72,10 +73,20 @@ CREATE TABLE IF NOT EXISTS bridge_verdicts (
 );
 CREATE INDEX IF NOT EXISTS bridge_verdicts_cell ON bridge_verdicts (bridge, direction, scenario);
 """
-# Schema version -> what it adds to the one before it.
-_MIGRATIONS: dict[int, str] = {
+
+
+def _transport(db: sqlite3.Connection) -> None:
+    """The clients' rows gain their transport (rows kept before it: http)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(verdicts)")}
+    if "transport" not in columns:  # idempotent, as every step: see the module docstring
+        db.execute("ALTER TABLE verdicts ADD COLUMN transport TEXT NOT NULL DEFAULT 'http'")
+
+
+# Schema version -> what it adds to the one before it (statements, or a step of its own).
+_MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     1: _CLIENTS,  # the clients' verdicts
     2: _BRIDGES,  # the bridges' rows
+    3: _transport,  # the transport of each client row (http, stdio)
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -113,7 +124,11 @@ def upgrade(db: sqlite3.Connection) -> int:
     try:
         found = schema_version(db)
         for step in sorted(v for v in _MIGRATIONS if v > found):
-            for statement in _MIGRATIONS[step].split(";"):
+            migration = _MIGRATIONS[step]
+            if callable(migration):
+                migration(db)
+                continue
+            for statement in migration.split(";"):
                 if statement.strip():
                     db.execute(statement)
         if found < SCHEMA_VERSION:

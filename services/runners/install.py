@@ -1,6 +1,8 @@
-"""Installing a runner's program from the npm registry, once per version, into a cache.
+"""Installing a runner's program from the npm registry or PyPI, once per version, into a
+cache.
 
-Every version goes into its own prefix, ``<cache>/<name>-<version>``. Install scripts
+Every npm version goes into its own prefix, ``<cache>/<name>-<version>``; every PyPI
+version into a virtualenv of its own there (its dependencies never meet the lab's). Install scripts
 stay off (some download binaries from elsewhere); a program's local post-install step
 (one that only links the platform's binary, shipped as an optional dependency) is run
 by hand, and only where the installed version has it: Claude Code 2.1.88 has none,
@@ -117,3 +119,35 @@ def checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-10:])
         raise InstallError(f"{what} failed ({result.returncode}):\n{tail}")
     return result.stdout
+
+
+_PIP_VERSIONS = re.compile(r"^\S+ \(([0-9A-Za-z.+-]+)\)")
+
+
+def pypi_latest(package: str) -> str:
+    """The version PyPI names newest now (``pip index versions``)."""
+    out = checked(
+        [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", package],
+        f"pip index versions {package}",
+    )
+    found = _PIP_VERSIONS.match(out.strip())
+    if found is None:
+        raise InstallError(f"pip index versions {package} named no version: {out[:200]!r}")
+    return found.group(1)
+
+
+def pypi_install(name: str, package: str, version: str, binary: str, *, cache: Path) -> Path:
+    """Install ``package==version`` into the virtualenv ``<cache>/<name>-<version>``
+    (once); returns the path of its ``binary``."""
+    venv = cache / f"{name}-{version}"
+    path = venv / "bin" / binary
+    done = venv / ".mcp-lab-installed"
+    if done.exists() and path.exists():
+        return path
+    checked([sys.executable, "-m", "venv", "--clear", str(venv)], f"a virtualenv for {name}")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+    checked([*pip, "--quiet", f"{package}=={version}"], f"pip install {package}")
+    if not path.exists():
+        raise InstallError(f"pip install {package}=={version} made no {binary}")
+    done.write_text(f"{package}=={version}\n")
+    return path

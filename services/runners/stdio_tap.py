@@ -5,8 +5,10 @@ time (stdio MCP is one JSON-RPC message a line), keeping each message, each way,
 the time it passed, as :class:`services.runners.wire.WireMessage` lines in ``FILE``
 (written as they pass). Its stderr is the command's. The bridges runner puts it between
 the reference client and a bridge that speaks stdio to its client, and between a bridge
-and the lab's stdio server; ``--env-file`` (a JSON object) adds to the command's
-environment (the lab's Redis and settings, whatever the bridge passes on).
+and the lab's stdio server; the clients runner between a client and the lab's stdio
+server. ``--env-file`` (a JSON object) adds to the command's environment (the lab's
+Redis and settings, whatever the client passes on); ``--log FILE`` appends the
+command's stderr (the lab's log lines) to FILE instead.
 """
 
 from __future__ import annotations
@@ -46,12 +48,15 @@ async def _pump(
         write(line)
 
 
-async def run(argv: list[str], out: IO[str], env: dict[str, str]) -> int:
-    """Run ``argv`` with its stdin and stdout passed through and recorded; its exit code."""
+async def run(
+    argv: list[str], out: IO[str], env: dict[str, str], log: IO[str] | None = None
+) -> int:
+    """Run ``argv`` with its stdin and stdout passed through and recorded (its stderr
+    into ``log`` when given); its exit code."""
     loop = asyncio.get_running_loop()
     child = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
-        limit=_LINE_LIMIT,
+        limit=_LINE_LIMIT, stderr=log,
     )  # fmt: skip
     assert child.stdin is not None and child.stdout is not None
     stdin = asyncio.StreamReader(limit=_LINE_LIMIT)
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.runners.stdio_tap")
     parser.add_argument("--out", type=Path, required=True, help="the capture (JSON lines)")
     parser.add_argument("--env-file", type=Path, default=None, help="a JSON object of variables")
+    parser.add_argument("--log", type=Path, default=None, help="the command's stderr, appended")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -97,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     if args.env_file is not None:
         env.update({str(k): str(v) for k, v in json.loads(args.env_file.read_text()).items()})
-    with args.out.open("a") as out:
-        return asyncio.run(run(command, out, env))
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(args.out.open("a"))
+        log = files.enter_context(args.log.open("a")) if args.log is not None else None
+        return asyncio.run(run(command, out, env, log))
 
 
 if __name__ == "__main__":

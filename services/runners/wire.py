@@ -326,6 +326,11 @@ def to_jsonl(messages: Iterable[WireMessage]) -> str:
     return "".join(json.dumps(asdict(m)) + "\n" for m in messages)
 
 
+def from_jsonl(text: str) -> list[WireMessage]:
+    """A capture written by :func:`to_jsonl` (a stdio tap's file), read back."""
+    return [WireMessage(**json.loads(line)) for line in text.splitlines() if line]
+
+
 def checklists(messages: list[WireMessage], uri: str) -> dict[str | None, dict[str, int | None]]:
     """:func:`checklist` of each session on the wire (by ``Mcp-Session-Id``; None holds
     the messages sent without one: initialize, and every 2026-07-28 request)."""

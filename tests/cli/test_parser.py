@@ -14,7 +14,8 @@ import yaml
 
 from services.cli import connect
 from services.cli.main import build_parser
-from services.runners.clients import drivers
+from services.runners.clients import configs, drivers
+from services.runners.clients.pins import CLIENTS
 
 URL = "http://127.0.0.1:18089/mcp"
 
@@ -89,23 +90,26 @@ def test_connect_knows_the_clients_the_issue_names() -> None:
 
 
 @pytest.mark.parametrize(
-    ("client", "driver_part"),
+    ("client", "config_part"),
     [
-        ("claude-code", drivers.claude_code_mcp),
-        ("gemini-cli", drivers.gemini_cli_mcp),
-        ("opencode", drivers.opencode_mcp),
-        ("copilot", drivers.copilot_mcp),
+        ("claude-code", configs.claude_code_mcp),
+        ("gemini-cli", configs.gemini_cli_mcp),
+        ("opencode", configs.opencode_mcp),
+        ("copilot", configs.copilot_mcp),
     ],
 )
-def test_an_agent_clis_snippet_is_what_its_driver_writes(client, driver_part, tmp_path) -> None:
+def test_an_agent_clis_snippet_is_what_its_config_writer_writes(
+    client, config_part, tmp_path
+) -> None:
     shown = connect.CLIENTS[client](URL)
-    assert json.loads(shown.snippet()) == driver_part(URL)
-    # and the driver writes that very part into the config of a scored run
+    part = config_part(configs.Server(url=URL))
+    assert json.loads(shown.snippet()) == part
+    # and its client file's driver writes that very part into the config of a scored run
     dirs = drivers.RunDirs(tmp_path / "home", tmp_path / "work", URL, "http://127.0.0.1:1")
-    drivers.AGENT_DRIVERS[client]("bin", dirs, "prompt", False)
+    drivers.templated(CLIENTS[client])("bin", dirs, "prompt", False)
     written = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json")]
-    key = next(iter(driver_part(URL)))
-    assert any(data.get(key) == driver_part(URL)[key] for data in written), written
+    key = next(iter(part))
+    assert any(data.get(key) == part[key] for data in written), written
 
 
 def test_codex_snippet_is_the_table_its_driver_appends(tmp_path: Path) -> None:
@@ -114,7 +118,7 @@ def test_codex_snippet_is_the_table_its_driver_appends(tmp_path: Path) -> None:
         "mcp_servers": {"lab": {"url": URL, "default_tools_approval_mode": "approve"}}
     }
     dirs = drivers.RunDirs(tmp_path / "home", tmp_path / "work", URL, "http://127.0.0.1:1")
-    drivers.codex("bin", dirs, "prompt", False)
+    drivers.templated(CLIENTS["codex"])("bin", dirs, "prompt", False)
     assert snippet in (tmp_path / "home" / ".codex" / "config.toml").read_text()
 
 

@@ -21,6 +21,7 @@ scripted model), offering its model the tools ``read_mcp_resource``,
   configuration it was given): the runner's failure, not a level.
 
     python tests/support/fake_agent.py --mcp URL --model URL --behaviour push [--continue]
+    (--mcp "": over stdio, starting the server of MCP_LAB_SERVER_COMMAND)
         [--agent-version V] PROMPT
 """
 
@@ -31,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from typing import Any
 import httpx2
 import mcp_types
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 NAME = "fake-agent"
@@ -121,7 +124,13 @@ class Agent:
             if self.args.behaviour == "offline":
                 await self._converse(http, None)
                 return
-            transport = streamable_http_client(self.args.mcp, http_client=http)
+            command = os.environ.get("MCP_LAB_SERVER_COMMAND", "")
+            if not self.args.mcp and command:  # over stdio: it starts the lab's server
+                parts = shlex.split(command)
+                server = StdioServerParameters(command=parts[0], args=parts[1:])
+                transport: Any = stdio_client(server)
+            else:
+                transport = streamable_http_client(self.args.mcp, http_client=http)
             async with Client(
                 transport, mode="legacy", client_info=info, message_handler=self.on_message
             ) as client:

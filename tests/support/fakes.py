@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from services.runners.bridges.specs import HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
-from services.runners.clients import drivers
+from services.runners.clients.definition import ClientDef, parse
 
 HERE = Path(__file__).resolve().parent
 FAKE_AGENT = HERE / "fake_agent.py"  # a small agent CLI (the SDK and the scripted model)
@@ -52,9 +52,45 @@ def fake_npm(bin_dir: Path, calls: Path) -> None:
     npm.chmod(0o755)
 
 
-def driver(binary: str, dirs: drivers.RunDirs, prompt: str, resume: bool) -> drivers.Invocation:
-    argv = [binary, "--mcp", dirs.mcp_url, "--model", dirs.model_url]
-    return drivers.Invocation([*argv, *(["--continue"] if resume else []), prompt], {})
+def fake_agent(
+    behaviour: str, *, name: str | None = None, version: str = "0.1.0", model: str = "{model_url}"
+) -> ClientDef:
+    """The fake agent (fake_agent.py) with ``behaviour``, as a client file describes it:
+    a command of this Python, over http or stdio, speaking Chat Completions."""
+    argv = ["{binary}", str(FAKE_AGENT), "--mcp", "{url}", "--model", model]
+    argv += ["--behaviour", behaviour, "--agent-version", version]
+    return parse(
+        {
+            "name": name or f"fake-{behaviour}",
+            "title": "fake agent",
+            "kind": "cli",
+            "client_info": "fake-agent",
+            "transports": ["http", "stdio"],
+            "install": {"command": sys.executable, "version": version},
+            "model": {"api": "openai-chat"},
+            "run": {"argv": [*argv, "{prompt}"], "continue": [*argv, "--continue", "{prompt}"]},
+        },
+        __file__,
+    )
+
+
+def sweep_agent(pinned: str = VERSIONS[0]) -> ClientDef:
+    """The sweep's fake client, pinned at ``pinned``: an npm package whose every version
+    is installed by :func:`install_fakes` (its binary runs the fake agent of that
+    version)."""
+    argv = ["{binary}", "--mcp", "{url}", "--model", "{model_url}"]
+    return parse(
+        {
+            "name": NAME,
+            "title": "fake agent",
+            "kind": "cli",
+            "client_info": "fake-agent",
+            "install": {"npm": PACKAGE, "version": pinned, "binary": BINARY},
+            "model": {"api": "openai-chat"},
+            "run": {"argv": [*argv, "{prompt}"], "continue": [*argv, "--continue", "{prompt}"]},
+        },
+        __file__,
+    )
 
 
 def _bridge_invocation(ends: Ends) -> Invocation:

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from services.runners.clients import drivers
-from services.runners.clients.install import cache_dir
+from services.runners.clients.definition import HTTP, STDIO, ClientDef
+from services.runners.clients.install import Installed, cache_dir
 from services.runners.clients.matrix import Row
-from services.runners.clients.pins import ClientSpec
 from services.runners.clients.runner import run_client
-from services.runners.clients.runs import Installed
 from services.scenarios import registry
-from tests.support.fakes import FAKE_AGENT
+from tests.support.fakes import fake_agent
 
 pytestmark = pytest.mark.anyio
 OBSERVE = 3.0
@@ -34,22 +33,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientSpec, Installed]:
-    def driver(binary: str, dirs: drivers.RunDirs, prompt: str, resume: bool) -> drivers.Invocation:
-        model = model_url or dirs.model_url
-        argv = [binary, str(FAKE_AGENT), "--mcp", dirs.mcp_url, "--model", model]
-        argv += ["--behaviour", behaviour, *(["--continue"] if resume else []), prompt]
-        return drivers.Invocation(argv, {})
-
-    spec = ClientSpec(
-        name=f"fake-{behaviour}",
-        title="fake agent",
-        package=None,
-        version="0.1.0",
-        binary="python",
-        client_info="fake-agent",
-    )
-    return spec, Installed(Path(sys.executable), [], driver, "0.1.0")
+def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientDef, Installed]:
+    spec = fake_agent(behaviour, model=model_url or "{model_url}")
+    return spec, Installed(Path(sys.executable), [], drivers.templated(spec), "0.1.0")
 
 
 def own_runs() -> Path:
@@ -63,11 +49,11 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
 
 
-async def row_of(behaviour: str) -> Row:
+async def row_of(behaviour: str, transport: str = HTTP) -> Row:
     spec, installed = fake(behaviour)
     (row,) = await run_client(
         spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=120,
-        installed=installed,
+        installed=installed, transport=transport,
     )  # fmt: skip
     assert row.runner_failed is None, row.notes
     assert row.client_info == "fake-agent/0.1.0"
@@ -157,7 +143,7 @@ async def test_a_client_the_runner_could_not_drive_gets_no_level() -> None:
     spec, installed = fake("push", model_url="http://127.0.0.1:9")
     (row,) = await run_client(
         spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=60,
-        installed=installed,
+        installed=installed, transport=HTTP,
     )  # fmt: skip
     assert row.level is None and row.to_json()["level_name"] == "runner failed"
     assert row.runner_failed is not None
@@ -169,7 +155,7 @@ async def test_a_cli_that_never_contacts_the_lab_is_the_runners_failure_not_leve
     spec, installed = fake("offline")
     (row,) = await run_client(
         spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=60,
-        installed=installed,
+        installed=installed, transport=HTTP,
     )  # fmt: skip
     assert row.level is None and row.runner_failed is not None, row.notes
     assert row.runner_failed.startswith("the CLI reached the scripted model but never contacted")
@@ -184,7 +170,7 @@ async def test_the_runner_plays_the_scenarios_timeline_for_the_client() -> None:
         spec, installed = fake(behaviour)
         (rows[behaviour],) = await run_client(
             spec, "0.1.0", [repeated], runs=own_runs(), tool="off", observe=OBSERVE, timeout=120,
-            installed=installed,
+            installed=installed, transport=HTTP,
         )  # fmt: skip
     push, pull = rows["push"], rows["pull-only"]
     assert (push.scenario, push.setup, push.level) == ("repeated", "no tool", 7), push.notes
@@ -197,3 +183,15 @@ async def test_the_runner_plays_the_scenarios_timeline_for_the_client() -> None:
         ("re_read_each", "0/3"),
     ]
     assert "pull" not in push.checklist  # the pull run belongs to single only
+
+
+async def test_over_stdio_the_same_agent_gets_the_same_row_from_the_stdio_tap() -> None:
+    """The agent starts the lab's stdio server itself; the stdio tap sees both
+    directions, and the row is the one it gets over http."""
+    row = await row_of("push", STDIO)
+    assert (row.transport, row.lab_transport, row.level) == (STDIO, "stdio", 7)
+    assert answers(row)["subscribed"] == "yes" and answers(row)["notified"] == "yes"
+    assert row.wire is not None and row.wire["notified"], row.wire
+    folder = Path(row.runs["scored"])
+    assert folder.name == "scored" and folder.parent.name == "no-tool-stdio"
+    assert "[resources/subscribe]" in (folder / "stdio-server.log").read_text()

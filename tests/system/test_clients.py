@@ -247,7 +247,7 @@ def check_verdict(row: dict, want: Verdict, version: str) -> None:
     check_the_row_is_the_clients(row)
     spec = CLIENTS[row["client"]]
     assert row["client_info"] == f"{spec.client_info}/{version}", row
-    assert (row["protocol"], row["transport"]) == (want.protocol, want.transport), notes
+    assert (row["protocol"], row["lab_transport"]) == (want.protocol, want.transport), notes
     assert row["level"] == want.level, notes
     assert answers(row) == want.answers, (row["checklist"], notes)
     for note in want.notes:

@@ -15,14 +15,18 @@ from services.cli.main import main
 from services.runners.bridges import history as bridges_history
 from services.runners.bridges import runner as bridges_runner
 from services.runners.bridges.specs import BRIDGES, BridgeSpec
-from services.runners.clients import drivers, pins
 from services.runners.clients import history as clients_history
+from services.runners.clients import pins
 from services.runners.clients import runner as clients_runner
-from services.runners.clients.pins import ClientSpec
 from services.runners.history_store import HISTORY_ENV
 from services.runners.run_folders import invocation, invocations
 from services.scenarios import registry
-from tests.support.fakes import BINARY, FAKE_BRIDGE, NAME, PACKAGE, driver, install_fakes
+from tests.support.fakes import (
+    FAKE_BRIDGE,
+    NAME,
+    install_fakes,
+    sweep_agent,
+)
 from tests.support.fakes import bridge as fake_bridge
 
 
@@ -54,7 +58,7 @@ async def test_clients_runs_side_by_side_keep_their_own_files(fake_client: Path)
 
     async def one(runs: Path) -> list[Path]:
         rows = await clients_runner.run_clients(
-            [NAME], {}, single, runs=runs, tool="off", observe=2, timeout=120
+            [pins.CLIENTS[NAME]], {}, single, runs=runs, tool="off", observe=2, timeout=120
         )
         return [Path(run) for row in rows for run in row.runs.values()]
 
@@ -127,7 +131,5 @@ def fake_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     install_fakes(cache)
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(cache))
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite3"))
-    spec = ClientSpec(NAME, "fake agent", PACKAGE, "1.3.0", BINARY, "fake-agent")
-    monkeypatch.setitem(pins.CLIENTS, NAME, spec)
-    monkeypatch.setitem(drivers.AGENT_DRIVERS, NAME, driver)
+    monkeypatch.setitem(pins.CLIENTS, NAME, sweep_agent("1.3.0"))
     return cache / "runs"

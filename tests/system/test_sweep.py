@@ -16,17 +16,15 @@ from pathlib import Path
 import pytest
 
 from services.cli.main import main
-from services.runners.clients import drivers, pins
-from services.runners.clients.pins import ClientSpec
+from services.runners.clients import pins
 from tests.support.fakes import (
-    BINARY,
     CHANGES_AT,
     NAME,
     PACKAGE,
     VERSIONS,
-    driver,
     fake_npm,
     install_fakes,
+    sweep_agent,
 )
 
 # The versions a bisection of the whole range runs: its ends, then the middles.
@@ -42,9 +40,7 @@ def fake_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(cache))
     monkeypatch.setenv("MCP_LAB_HISTORY", str(tmp_path / "history.sqlite3"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    spec = ClientSpec(NAME, "fake agent", PACKAGE, VERSIONS[0], BINARY, "fake-agent")
-    monkeypatch.setitem(pins.CLIENTS, NAME, spec)
-    monkeypatch.setitem(drivers.AGENT_DRIVERS, NAME, driver)
+    monkeypatch.setitem(pins.CLIENTS, NAME, sweep_agent())
     return calls
 
 

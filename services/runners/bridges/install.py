@@ -10,32 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
-import sys
 from importlib.metadata import version as installed_version
 from pathlib import Path
 
 from services.runners.bridges.specs import FASTMCP, LOCAL, NPM, PYPI, BridgeSpec, fastmcp_program
-from services.runners.install import LATEST, InstallError, checked, npm_install, resolve_version
-
-_PIP_VERSIONS = re.compile(r"^\S+ \(([0-9A-Za-z.+-]+)\)")
+from services.runners.install import (
+    LATEST,
+    InstallError,
+    npm_install,
+    pypi_install,
+    pypi_latest,
+    resolve_version,
+)
 
 
 def cache_dir() -> Path:
     """Where bridges and their runs' files go (``MCP_LAB_BRIDGES_CACHE`` moves it)."""
     base = os.environ.get("MCP_LAB_BRIDGES_CACHE")
     return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / "bridges"
-
-
-def _pypi_latest(package: str) -> str:
-    out = checked(
-        [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", package],
-        f"pip index versions {package}",
-    )
-    found = _PIP_VERSIONS.match(out.strip())
-    if found is None:
-        raise InstallError(f"pip index versions {package} named no version: {out[:200]!r}")
-    return found.group(1)
 
 
 def resolve(spec: BridgeSpec, version: str) -> str:
@@ -47,23 +39,7 @@ def resolve(spec: BridgeSpec, version: str) -> str:
         return version
     if spec.source == NPM:
         return resolve_version(spec.package, version)
-    return _pypi_latest(spec.package)
-
-
-def _pip_install(spec: BridgeSpec, version: str) -> Path:
-    assert spec.package is not None
-    venv = cache_dir() / f"{spec.name}-{version}"
-    binary = venv / "bin" / spec.binary
-    done = venv / ".mcp-lab-installed"
-    if done.exists() and binary.exists():
-        return binary
-    checked([sys.executable, "-m", "venv", "--clear", str(venv)], f"a virtualenv for {spec.name}")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-    checked([*pip, "--quiet", f"{spec.package}=={version}"], f"pip install {spec.package}")
-    if not binary.exists():
-        raise InstallError(f"pip install {spec.package}=={version} made no {spec.binary}")
-    done.write_text(f"{spec.package}=={version}\n")
-    return binary
+    return pypi_latest(spec.package)
 
 
 def _install(spec: BridgeSpec, version: str) -> list[str]:
@@ -73,7 +49,8 @@ def _install(spec: BridgeSpec, version: str) -> list[str]:
         assert spec.package is not None
         return [str(npm_install(spec.name, spec.package, version, spec.binary, cache=cache_dir()))]
     if spec.source == PYPI:
-        return [str(_pip_install(spec, version))]
+        assert spec.package is not None
+        return [str(pypi_install(spec.name, spec.package, version, spec.binary, cache=cache_dir()))]
     raise InstallError(f"{spec.name}: a {spec.source} bridge is not installed ({LOCAL}: a test's)")
 
 

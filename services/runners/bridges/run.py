@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import re
-import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
@@ -45,9 +44,10 @@ from services.runners.bridges.specs import (
     Invocation,
 )
 from services.runners.lab import RunLab, running_lab
+from services.runners.lab_side import TAP, stdio_server
 from services.runners.probe import Probe
 from services.runners.program import Process, base_env
-from services.runners.wire import WireMessage, WireTap, to_jsonl
+from services.runners.wire import WireMessage, WireTap, from_jsonl, to_jsonl
 from services.scenarios.scenario import Scenario
 
 # How long the probe waits for each notification (and a list_changed).
@@ -55,19 +55,6 @@ DEFAULT_TIMEOUT = 8.0
 _LISTEN_SECONDS = 30.0  # a bridge serving HTTP or SSE listens on its port within this
 _POLL_SECONDS = 0.05
 _SLACK_SECONDS = 30.0  # the whole flow may take this long beyond its notifications
-_LAB_SERVER = [sys.executable, "-m", "services", "server", "--transport", "stdio"]
-# The taps run this runner's own code, wherever the bridge starts them (its cwd and
-# environment are the bridge's, and an editable install elsewhere would win).
-_SOURCE = str(Path(__file__).resolve().parents[2])
-_TAP = [
-    sys.executable,
-    "-c",
-    f"import sys; sys.path.insert(0, {_SOURCE!r}); "
-    "from services.runners.stdio_tap import main; sys.exit(main())",
-]
-# The lab's environment its stdio server needs (the rest is the bridge's own);
-# PYTHONPATH: it runs the code the lab's other processes run.
-_LAB_KEYS = re.compile(r"^(REDIS_URL|MCP_TEST_\w+|PYTHONUNBUFFERED|PYTHONPATH)$")
 # A loop of the lab's own (relay, updater) that failed and restarted: what it was
 # doing is lost (a list_changed the relay was sending is not sent again).
 _LAB_FAULT = re.compile(r"\[(relay|updater)\] unexpected error")
@@ -196,7 +183,7 @@ async def _resume_cut(
 def _read_wire(path: Path) -> list[WireMessage]:
     if not path.exists():
         return []
-    return [WireMessage(**json.loads(line)) for line in path.read_text().splitlines() if line]
+    return from_jsonl(path.read_text())
 
 
 async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
@@ -237,11 +224,7 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
         lab_url: str | None = None
         lab_command: list[str] | None = None
         if d.lab == STDIO:
-            env_file = folder / "lab-env.json"
-            kept = {k: v for k, v in lab.env.items() if _LAB_KEYS.match(k)}
-            env_file.write_text(json.dumps(kept))
-            wire = ["--out", str(folder / "wire-lab.jsonl"), "--env-file", str(env_file)]
-            lab_command = [*_TAP, *wire, "--", *_LAB_SERVER]
+            lab_command = stdio_server(lab, folder, log=False)
         else:
             lab_tap = WireTap(lab.base_url)
             lab_url = await stack.enter_async_context(lab_tap.serve()) + PATHS[d.lab]
@@ -255,7 +238,7 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
             errlog = stack.enter_context((folder / "bridge.log").open("w"))
             wire = ["--out", str(folder / "wire-client.jsonl")]
             params = StdioServerParameters(
-                command=_TAP[0], args=[*_TAP[1:], *wire, "--", *invocation.argv], env=env,
+                command=TAP[0], args=[*TAP[1:], *wire, "--", *invocation.argv], env=env,
                 cwd=str(work),
             )  # fmt: skip
             probe_kwargs = {"transport": "stdio", "stdio": params, "errlog": errlog}

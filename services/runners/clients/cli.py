@@ -7,9 +7,11 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from services.runners import commands
-from services.runners.clients.pins import CLIENTS, known
+from services.runners.clients.definition import TRANSPORTS, DefinitionError
+from services.runners.clients.pins import CLIENTS, known, with_files
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +32,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="NAME",
         help=f"a client to run (repeatable; default: all). Known: {known()}",
+    )
+    run.add_argument(
+        "--client-file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="a client of your own, as a client file (TOML; docs/own-client.md); repeatable. "
+        "Without --client, only the files' clients run",
+    )
+    run.add_argument(
+        "--transport",
+        choices=list(TRANSPORTS),
+        default=None,
+        help="run every client over this transport only (default: every one it supports)",
     )
     run.add_argument(
         "--version",
@@ -91,8 +108,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
             {
                 "name": spec.name,
                 "title": spec.title,
+                "kind": spec.kind,
                 "version": spec.version,
+                "source": spec.source,
                 "package": spec.package,
+                "transports": list(spec.transports),
                 "installable": spec.not_installable is None,
                 "not_installable": spec.not_installable,
             }
@@ -101,8 +121,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     for spec in CLIENTS.values():
-        where = spec.not_installable or f"npm {spec.package}@{spec.version}"
-        print(f"{spec.name:<12} {spec.version:<9} {spec.title}: {where}")
+        where = spec.not_installable or f"{spec.source} {spec.package}@{spec.version}"
+        ways = ",".join(spec.transports)
+        print(f"{spec.name:<12} {spec.kind:<9} {spec.version:<9} {ways:<10} {spec.title}: {where}")
     return 0
 
 
@@ -112,11 +133,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from services.runners.clients.install import cache_dir
     from services.scenarios import registry
 
-    names = list(dict.fromkeys(args.client or CLIENTS))  # each once, in the order given
-    if commands.refuse_unknown(names, CLIENTS, "client"):
+    try:
+        clients = with_files(args.client_file)
+    except DefinitionError as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return 2
+    own = [name for name, spec in clients.items() if spec.origin in _origins(args)]
+    names = list(dict.fromkeys([*(args.client or ([] if own else CLIENTS)), *own]))
+    if commands.refuse_unknown(names, clients, "client"):
         return 2
     try:
-        versions = commands.parse_versions(args.version, CLIENTS, "client")
+        by_version = [n for n, spec in clients.items() if spec.installed_by_version]
+        versions = commands.parse_versions(
+            args.version, clients, "client", lambda name: name in by_version
+        )
         scenarios = [registry.get(name) for name in args.scenario or registry.names()]
     except (ValueError, LookupError) as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
@@ -128,7 +158,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with run_folders.invocation(cache_dir() / "runs") as runs:
         rows = asyncio.run(
             runner.run_clients(
-                names,
+                [clients[name] for name in names],
                 versions,
                 scenarios,
                 runs=runs,
@@ -137,6 +167,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 jobs=args.jobs,
                 progress=progress,
+                transport=args.transport,
             )
         )
     from services.runners.clients.history_commands import keep
@@ -151,3 +182,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     commands.say_where(progress, runs, kept, "mcp-lab clients history")
     return 0
+
+
+def _origins(args: argparse.Namespace) -> set[str]:
+    return {str(path) for path in args.client_file}

@@ -22,6 +22,7 @@ rows are in the same file (:mod:`services.runners.bridges.history`).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 from services import untrusted
 from services.runners import history_cells
+from services.runners.clients.definition import HTTP
 from services.runners.clients.matrix import CHECKLIST, Row, level_name
 from services.runners.history_store import history_path, insert, lab_version, now, rows
 
@@ -37,8 +39,10 @@ CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
 
 _COLUMNS = (
     "recorded, lab_version, source, client, version, scenario, setup, protocol, level, "
-    "server_level, answers, checks, notes, runs, runner_failed"
+    "server_level, answers, checks, notes, runs, runner_failed, transport"
 )
+# A file no lab of schema 3 wrote yet has no transport column: its rows are http's.
+_BEFORE_TRANSPORT = _COLUMNS.removesuffix(", transport")
 
 
 def record(
@@ -68,6 +72,7 @@ def record(
             json.dumps(row.notes),
             json.dumps(row.runs),
             row.runner_failed,
+            row.transport if row.transport != "-" else HTTP,
         )
         for row in rows
     ]
@@ -94,6 +99,7 @@ class Entry:
     notes: list[str]
     runs: dict[str, str]
     runner_failed: str | None
+    transport: str = HTTP
     count: int = 1  # identical entries of one version taken together
     last_recorded: str = ""
 
@@ -130,6 +136,7 @@ class Entry:
             "source": self.source,
             "version": self.version,
             "protocol": self.protocol,
+            "transport": self.transport,
             "level": self.level,
             "level_name": self.level_text().partition(" ")[2],
             "server_level": self.server_level,
@@ -144,15 +151,23 @@ class Entry:
 def read(path: Path | None = None, client: str | None = None) -> list[Entry]:
     """Every kept row (of ``client``), oldest first; none when there is no history yet.
     The file is opened read-only."""
-    return [_entry(r) for r in rows(path or history_path(), "verdicts", _COLUMNS, client=client)]
+    where = path or history_path()
+    try:
+        found = rows(where, "verdicts", _COLUMNS, client=client)
+    except sqlite3.OperationalError as exc:
+        if "no such column: transport" not in str(exc):
+            raise
+        found = [(*r, HTTP) for r in rows(where, "verdicts", _BEFORE_TRANSPORT, client=client)]
+    return [_entry(r) for r in found]
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
     (recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
-     answers, checks, notes, runs, failed) = row  # fmt: skip
+     answers, checks, notes, runs, failed, transport) = row  # fmt: skip
     return Entry(
         recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
         json.loads(answers), json.loads(checks), json.loads(notes), json.loads(runs), failed,
+        transport,
     )  # fmt: skip
 
 
@@ -170,16 +185,20 @@ class Cell(history_cells.Cell[Entry]):
     client: str
     scenario: str
     setup: str
+    transport: str = HTTP
 
     def to_json(self, limit: int | None = None) -> dict[str, Any]:
-        return {"scenario": self.scenario, "setup": self.setup, **self.history_json(limit)}
+        where = {"scenario": self.scenario, "setup": self.setup, "transport": self.transport}
+        return {**where, **self.history_json(limit)}
 
 
 def cells(entries: Iterable[Entry]) -> list[Cell]:
     """The entries as cells (client, scenario, setup), each in version order then by
     date; identical verdicts of one version in a row are taken together, and each
     verdict that differs from the one before it (runner failures skipped) is a change."""
-    found = history_cells.by_cell(entries, lambda e: (e.client, e.scenario, e.setup))
+    found = history_cells.by_cell(
+        entries, lambda e: (e.client, e.scenario, e.setup, e.transport)
+    )
     return [Cell(*names).fill(kept, Change) for names, kept in found]
 
 
@@ -201,7 +220,7 @@ def to_table(found: list[Cell], where: Path) -> str:
         if cell.client != client:
             client = cell.client
             lines += [*([""] if lines else []), untrusted.escape(client)]
-        lines.append(f"  {cell.scenario} ({cell.setup})")
+        lines.append(f"  {cell.scenario} ({cell.setup}, {cell.transport})")
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
             when = history_cells.when(entry)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from services.runners import commands, history_store
 from services.runners.clients import history
+from services.runners.clients.definition import HTTP, NPM
 from services.runners.clients.matrix import Row
 from services.runners.clients.pins import CLIENTS, known
 
@@ -124,8 +125,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from services.scenarios import registry
 
     spec = CLIENTS.get(args.client)
-    if spec is None or spec.package is None or spec.not_installable:
-        why = "unknown" if spec is None else (spec.not_installable or "no npm package")
+    if spec is None or spec.package is None or spec.not_installable or spec.source != NPM:
+        why = "unknown" if spec is None else (spec.not_installable or "not an npm package")
         print(f"mcp-lab: client {args.client!r}: {why} (known: {known()})", file=sys.stderr)
         return 2
     try:
@@ -170,6 +171,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 observe=args.observe,
                 timeout=args.timeout,
                 progress=say,
+                transport=HTTP,  # a sweep compares versions, over one transport
             )
             keep(rows, history.SWEEP)
             return rows

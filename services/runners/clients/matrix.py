@@ -1,9 +1,10 @@
 """The compatibility matrix: its rows and its three renderings (a terminal table,
 markdown for docs/clients.md, JSON).
 
-A row is one client in one scenario (:mod:`services.scenarios`) and lab setup
-(``no tool`` / ``tool``). It answers the seed's checklist, each box yes/no with the
-time it happened (seconds after the client started), from the client's own evidence
+A row is one client over one transport (``http``, ``stdio``: how it reached the lab) in
+one scenario (:mod:`services.scenarios`) and lab setup (``no tool`` / ``tool``). It
+answers the seed's checklist, each box yes/no with the time it happened (seconds after
+the client started), from the client's own evidence
 in the scored run: connected, listed, read, subscribed, notified, re-read after the
 notification, reflected (``push``: the new version reached the model unasked;
 ``notice``: a text saying it changed; ``no``). ``pull`` answers another question,
@@ -64,7 +65,8 @@ class Row:
     scenario: str  # the scenario's name
     setup: str  # "no tool" or "tool" (the lab's tool offered), "-" when not run
     protocol: str = "-"
-    transport: str = "-"
+    transport: str = "-"  # how the client was to reach the lab: "http" or "stdio"
+    lab_transport: str = "-"  # what the lab saw: "streamable-http", "sse" or "stdio"
     # The client's level; None when the runner failed or could not run it (shown "-").
     level: int | None = 0
     server_level: int | None = 0  # from the lab's evidence alone (0-6)
@@ -112,6 +114,7 @@ _COLUMNS = (
     "version",
     "scenario",
     "setup",
+    "transport",
     "protocol",
     "level",
     *CHECKLIST.values(),
@@ -134,7 +137,8 @@ def checks_cell(row: Row) -> str:
 
 def _cells(row: Row) -> list[str]:
     boxes = [row.checklist[key].cell() if key in row.checklist else "-" for key in CHECKLIST]
-    head = [row.client, row.version, row.scenario, row.setup, row.protocol, level_cell(row)]
+    head = [row.client, row.version, row.scenario, row.setup, row.transport, row.protocol]
+    head.append(level_cell(row))
     return [*head, *boxes, checks_cell(row)]
 
 
@@ -145,7 +149,7 @@ def to_table(rows: list[Row]) -> str:
     lines.append("")
     lines.append("times: seconds after the client started; pull is never a level")
     for row in rows:
-        where = f"{row.scenario}, {row.setup}"
+        where = f"{row.scenario}, {row.setup}, {row.transport}"
         lines.append(f"{row.client} ({where}): " + ("; ".join(row.notes) or "-"))
     return "\n".join(lines)
 

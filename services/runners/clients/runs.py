@@ -10,8 +10,14 @@ the scripted model (agent CLIs), a HOME of the run's own, all on loopback.
 
 The MCP Inspector's CLI (``mcpdo``) has no model: its scored run is connect, read,
 subscribe and wait (the lab plays the timeline after the subscribe by itself); its
-pull run is connect, read, update, read. :mod:`services.runners.clients.verdict` turns the
-runs into a row.
+pull run is connect, read, update, read. A **program** (a client file of kind
+``program``, or ``mcp-lab check --command``) has no model either: its one run starts
+it once and lets it do the whole flow by itself, the lab playing the timeline after
+its subscribe. :mod:`services.runners.clients.verdict` turns the runs into a row.
+
+Every run reaches the lab over the transport of its plan (:mod:`services.runners.
+lab_side`): HTTP through the wire tap, or stdio through a lab server the client
+starts behind the stdio tap.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from pathlib import Path
 from services import contract, protocol
 from services.evidence.build import Report
 from services.runners.clients import drivers
+from services.runners.clients.configs import SERVER_NAME, Server
+from services.runners.clients.definition import HTTP, STDIO, ClientDef
 from services.runners.clients.endpoint import serve
+from services.runners.clients.install import Installed
 from services.runners.clients.model import SCORED, ModelRecord, ScriptedModel, versions_in
-from services.runners.clients.pins import ClientSpec
 from services.runners.clients.terminal import (
     KEY_BACKSPACE,
     KEY_CTRL_D,
@@ -39,8 +47,9 @@ from services.runners.clients.terminal import (
     loosely,
 )
 from services.runners.lab import RunLab, running_lab
+from services.runners.lab_side import LabSide, reach
 from services.runners.program import Process, base_env
-from services.runners.wire import WireMessage, WireTap, to_jsonl
+from services.runners.wire import WireMessage, to_jsonl
 from services.scenarios.scenario import UPDATE, Scenario
 
 DEFAULT_RUN_TIMEOUT = 180.0
@@ -72,6 +81,7 @@ class RunPlan:
     script: str  # SCORED or PULL
     observe: float = DEFAULT_OBSERVE_SECONDS
     timeout: float = DEFAULT_RUN_TIMEOUT
+    transport: str = HTTP  # how the client reaches the lab: HTTP or STDIO
 
     @property
     def uri(self) -> str:
@@ -91,8 +101,9 @@ class Updates:
     lab would, after its subscribe). So no notification ever comes before the model's
     read, and every read after one is the client's own."""
 
-    def __init__(self, lab: RunLab) -> None:
+    def __init__(self, lab: RunLab, side: LabSide) -> None:
         self.lab = lab
+        self.side = side  # the log of the server the client talks to
         self._mark: int | None = None
         self._first = asyncio.Event()
         uri = re.escape(lab.scenario.read_uri)
@@ -101,7 +112,7 @@ class Updates:
     async def first(self) -> str:
         """Apply the timeline (the model's hook)."""
         if self._mark is None:
-            self._mark = len(self.lab.server.lines)
+            self._mark = len(self.side.lines)
         line = await self.lab.apply_timeline()
         self._first.set()
         return line
@@ -112,7 +123,7 @@ class Updates:
         assert self._mark is not None
         index = self._mark
         for _ in range(_LATE_TIMELINES):
-            index = await self.lab.server.wait_for_index(self._subscribed, _HOLD_SECONDS, index)
+            index = await self.side.wait_for_index(self._subscribed, _HOLD_SECONDS, index)
             index += 1
             await self.lab.apply_timeline()
 
@@ -141,16 +152,6 @@ class Outcome:
         return self.plan.script
 
 
-@dataclass(frozen=True)
-class Installed:
-    """A client ready to run: its binary, what goes first on PATH, how to drive it."""
-
-    binary: Path
-    paths: list[Path]
-    driver: drivers.Driver | None  # None: the Inspector's own steps
-    version: str
-
-
 async def _run_cli(
     name: str, argv: list[str], env: dict[str, str], cwd: Path, timeout: float
 ) -> tuple[Process, bool]:
@@ -176,19 +177,28 @@ def _dirs(root: Path) -> tuple[Path, Path]:
     return home, workdir
 
 
+def _run_dirs(
+    home: Path, workdir: Path, side: LabSide, model_url: str = ""
+) -> drivers.RunDirs:
+    """The run's directories and endpoints, the lab as ``side`` offers it."""
+    return drivers.RunDirs(home, workdir, side.url, model_url, Server(command=side.command))
+
+
 async def run_agent(
-    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
 ) -> Outcome:
     """One run of an agent CLI (see the module docstring); its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
     hold = _HOLD_SECONDS if plan.script == SCORED else None
-    async with running_lab(root, plan.setup == TOOL, hold, plan.scenario) as lab:
-        tap = WireTap(lab.base_url)
-        updates = Updates(lab)
+    async with (
+        running_lab(root, plan.setup == TOOL, hold, plan.scenario) as lab,
+        reach(lab, plan.transport, root / "lab-side") as side,
+    ):
+        updates = Updates(lab, side)
         model = ScriptedModel(
-            drivers.SERVER_NAME,
+            SERVER_NAME,
             plan.uri,
             updates.first if plan.script == SCORED else lab.apply_timeline,
             mode=plan.script,
@@ -198,8 +208,8 @@ async def run_agent(
         )
         follow = asyncio.create_task(updates.follow()) if plan.script == SCORED else None
         try:
-            async with tap.serve() as tap_url, serve(model) as model_url:
-                dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
+            async with serve(model) as model_url:
+                dirs = _run_dirs(home, workdir, side, model_url)
                 await _agent_turns(spec, installed, dirs, model, outcome)
         finally:
             if follow is not None:
@@ -207,14 +217,14 @@ async def run_agent(
                 with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                     await follow
         outcome.record = model.record
-        outcome.wire = tap.messages
+        outcome.wire = side.wire()
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(folder, lab, outcome, model.exchanges)
+        outcome.folder = _keep_logs(folder, lab, side, outcome, model.exchanges)
     return outcome
 
 
 async def _agent_turns(
-    spec: ClientSpec,
+    spec: ClientDef,
     installed: Installed,
     dirs: drivers.RunDirs,
     model: ScriptedModel,
@@ -244,8 +254,38 @@ async def _agent_turns(
         outcome.output += [f"$ {_shown(again.argv)}", *later.lines]
 
 
+async def run_program(
+    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
+) -> Outcome:
+    """One run of a program with no model: started once, told where the lab is
+    (``{url}`` or ``{server_command}``, and ``MCP_LAB_URL`` / ``MCP_LAB_SERVER_COMMAND``),
+    it does the whole flow by itself until it exits (killed after the plan's timeout);
+    the lab plays the scenario's timeline after its subscribe. Its files kept in
+    ``folder``."""
+    assert installed.driver is not None
+    home, workdir = _dirs(root)
+    outcome = Outcome(plan, _now_ms())
+    async with (
+        running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab,
+        reach(lab, plan.transport, root / "lab-side") as side,
+    ):
+        dirs = _run_dirs(home, workdir, side)
+        turn = installed.driver(str(installed.binary), dirs, "", False)
+        env = {**base_env(home, installed.paths), **turn.env}
+        outcome.started_ms = _now_ms()
+        done, outcome.timed_out = await _run_cli(
+            spec.name, turn.argv, env, workdir, plan.timeout
+        )
+        outcome.exit_code = done.process.returncode
+        outcome.output = [f"$ {_shown(turn.argv)}", *done.lines]
+        outcome.wire = side.wire()
+        outcome.events, outcome.report = await lab.evidence()
+        outcome.folder = _keep_logs(folder, lab, side, outcome, [])
+    return outcome
+
+
 async def run_interactive(
-    spec: ClientSpec,
+    spec: ClientDef,
     installed: Installed,
     root: Path,
     plan: RunPlan,
@@ -258,11 +298,13 @@ async def run_interactive(
     Its files are kept in ``folder``."""
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
-    async with running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario) as lab:
-        tap = WireTap(lab.base_url)
-        updates = Updates(lab)
+    async with (
+        running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario) as lab,
+        reach(lab, plan.transport, root / "lab-side") as side,
+    ):
+        updates = Updates(lab, side)
         model = ScriptedModel(
-            drivers.SERVER_NAME,
+            SERVER_NAME,
             plan.uri,
             updates.first,
             mode=SCORED,
@@ -271,14 +313,14 @@ async def run_interactive(
         )
         follow = asyncio.create_task(updates.follow())
         try:
-            async with tap.serve() as tap_url, serve(model) as model_url:
-                dirs = drivers.RunDirs(home, workdir, f"{tap_url}/mcp", model_url)
+            async with serve(model) as model_url:
+                dirs = _run_dirs(home, workdir, side, model_url)
                 started = interactive(str(installed.binary), dirs)
                 env = {**base_env(home, installed.paths), **started.env}
                 outcome.started_ms = _now_ms()
                 term = await Terminal.start(started.argv, env, workdir)
                 try:
-                    await _converse(term, lab, model, plan, outcome)
+                    await _converse(term, side, model, plan, outcome)
                 finally:
                     outcome.exit_code = await term.stop()
                     outcome.output = [f"$ {_shown(started.argv)}", *term.text.splitlines()]
@@ -287,22 +329,22 @@ async def run_interactive(
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await follow
         outcome.record = model.record
-        outcome.wire = tap.messages
+        outcome.wire = side.wire()
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(folder, lab, outcome, model.exchanges)
+        outcome.folder = _keep_logs(folder, lab, side, outcome, model.exchanges)
     return outcome
 
 
 async def _converse(
-    term: Terminal, lab: RunLab, model: ScriptedModel, plan: RunPlan, outcome: Outcome
+    term: Terminal, side: LabSide, model: ScriptedModel, plan: RunPlan, outcome: Outcome
 ) -> None:
     """Type the scenario's prompt (its ``@lab:URI`` mention a key at a time, until the
     UI offers the resource), then a second message; each turn ends when the model has
     answered. Leaves the CLI with Ctrl-D twice. A step that does not come in time ends
     the conversation (``timed_out``)."""
-    since = len(lab.server.lines)
+    since = len(side.lines)
     try:
-        await lab.server.wait_for(r"\[resources/list\]", plan.timeout, since)
+        await side.wait_for(r"\[resources/list\]", plan.timeout, since)
     except TimeoutError:
         outcome.timed_out = True
         return
@@ -310,7 +352,7 @@ async def _converse(
         outcome.timed_out = True
         return
     prompt = plan.scenario.play.prompt.format(uri=plan.uri)
-    mention = f"@{drivers.SERVER_NAME}:{plan.uri}"
+    mention = f"@{SERVER_NAME}:{plan.uri}"
     offered = loosely(plan.scenario.catalog[plan.uri].description[:_OFFER_CHARS])
     mark = term.mark()
     await term.type(mention)
@@ -340,53 +382,58 @@ def _shown(argv: list[str]) -> str:
 
 
 async def run_inspector(
-    spec: ClientSpec, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
 ) -> Outcome:
     """``mcpdo`` needs no model. Scored: connect, read, subscribe (it prints each update
     as it arrives), wait for the lab's own first update of the subscriber, then watch
     for the timeline's span plus ``observe`` seconds whether it reads again by itself.
     Pull: connect, read, the runner's update, read again (the runner's command: never
-    a level). Its files are kept in ``folder``."""
+    a level). Over stdio it starts the lab's stdio server itself (``connect --transport
+    stdio -- CMD``). Its files are kept in ``folder``."""
     home, workdir = _dirs(root)
     env = {**base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     outcome = Outcome(plan, _now_ms())
-    async with running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab:
-        tap = WireTap(lab.base_url)
-        async with tap.serve() as tap_url:
-            mcpdo = [str(installed.binary), "--plain"]
-            conn = ["--connection", drivers.SERVER_NAME]
+    async with (
+        running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab,
+        reach(lab, plan.transport, root / "lab-side") as side,
+    ):
+        mcpdo = [str(installed.binary), "--plain"]
+        conn = ["--connection", SERVER_NAME]
 
-            async def step(label: str, args: list[str]) -> bool:
-                done, timed_out = await _run_cli(label, [*mcpdo, *args], env, workdir, plan.timeout)
-                outcome.output.extend([f"$ mcpdo {' '.join(args)}", *done.lines])
-                outcome.printed_versions += versions_in("\n".join(done.lines))
-                outcome.exit_code = done.process.returncode
-                outcome.timed_out = outcome.timed_out or timed_out
-                return not (outcome.exit_code or timed_out)
+        async def step(label: str, args: list[str]) -> bool:
+            done, timed_out = await _run_cli(label, [*mcpdo, *args], env, workdir, plan.timeout)
+            outcome.output.extend([f"$ mcpdo {' '.join(args)}", *done.lines])
+            outcome.printed_versions += versions_in("\n".join(done.lines))
+            outcome.exit_code = done.process.returncode
+            outcome.timed_out = outcome.timed_out or timed_out
+            return not (outcome.exit_code or timed_out)
 
-            outcome.started_ms = _now_ms()
-            try:
-                url = f"{tap_url}/mcp"
-                ok = await step("connect", ["connect", url, "--transport", "http", *conn])
-                ok = ok and await step("read", [*conn, protocol.READ, plan.uri])
-                if ok and plan.script == SCORED:
-                    await _inspector_subscribe(lab, mcpdo, conn, env, workdir, plan, outcome)
-                elif ok:
-                    await lab.apply_timeline()
-                    await step("read", [*conn, protocol.READ, plan.uri])
-            finally:
-                stop, _ = await _run_cli(
-                    "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
-                )
-                outcome.output += ["$ mcpdo daemon stop", *stop.lines]
-        outcome.wire = tap.messages
+        outcome.started_ms = _now_ms()
+        if side.transport == STDIO:
+            target = ["--transport", "stdio", *conn, "--", *side.command]
+        else:
+            target = [side.url, "--transport", "http", *conn]
+        try:
+            ok = await step("connect", ["connect", *target])
+            ok = ok and await step("read", [*conn, protocol.READ, plan.uri])
+            if ok and plan.script == SCORED:
+                await _inspector_subscribe(side, mcpdo, conn, env, workdir, plan, outcome)
+            elif ok:
+                await lab.apply_timeline()
+                await step("read", [*conn, protocol.READ, plan.uri])
+        finally:
+            stop, _ = await _run_cli(
+                "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
+            )
+            outcome.output += ["$ mcpdo daemon stop", *stop.lines]
+        outcome.wire = side.wire()
         outcome.events, outcome.report = await lab.evidence()
-        outcome.folder = _keep_logs(folder, lab, outcome, [])
+        outcome.folder = _keep_logs(folder, lab, side, outcome, [])
     return outcome
 
 
 async def _inspector_subscribe(
-    lab: RunLab,
+    side: LabSide,
     mcpdo: list[str],
     conn: list[str],
     env: dict[str, str],
@@ -398,18 +445,18 @@ async def _inspector_subscribe(
     after the subscribe. Once one update is printed, watch the lab's log for a read of
     the client's own for the timeline's span plus ``observe`` seconds, then stop the
     listener (it unsubscribes as it stops)."""
-    since = len(lab.server.lines)
+    since = len(side.lines)
     subscribe = await Process.start(
         "subscribe", [*mcpdo, *conn, protocol.SUBSCRIBE, plan.uri], env, workdir
     )
     updates = any(a.kind == UPDATE and a.uri in (None, plan.uri) for a in plan.scenario.timeline)
     try:
-        await lab.server.wait_for(r"\[resources/subscribe\]", plan.timeout, since)
+        await side.wait_for(r"\[resources/subscribe\]", plan.timeout, since)
         if updates:  # it prints each update of the resource it listens to
             await subscribe.wait_for(r"Resource updated", plan.timeout)
-        printed = len(lab.server.lines)
+        printed = len(side.lines)
         with contextlib.suppress(TimeoutError):  # a request of its own, if it makes one
-            await lab.server.wait_for(r"\[resources/(read|list)\]", plan.window, printed)
+            await side.wait_for(r"\[resources/(read|list)\]", plan.window, printed)
     except TimeoutError:
         outcome.timed_out = True
     await subscribe.stop()
@@ -420,11 +467,17 @@ def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
     """Where the run of ``name@version`` with ``plan`` keeps its files, in ``runs`` (its
     invocation's folder, :mod:`services.runners.run_folders`)."""
     setup = plan.setup.replace(" ", "-")
+    if plan.transport != HTTP:
+        setup = f"{setup}-{plan.transport}"
     return runs / f"{name}-{version}" / plan.scenario.name / setup / plan.script
 
 
 def _keep_logs(
-    where: Path, lab: RunLab, outcome: Outcome, exchanges: list[dict[str, object]]
+    where: Path,
+    lab: RunLab,
+    side: LabSide,
+    outcome: Outcome,
+    exchanges: list[dict[str, object]],
 ) -> Path:
     """The run's logs, evidence, wire capture and model requests, in ``where``: for
     reading what happened by hand. Returns the folder."""
@@ -434,6 +487,8 @@ def _keep_logs(
     (where / "requests").mkdir(parents=True, exist_ok=True)
     (where / "cli.log").write_text("\n".join(outcome.output) + "\n")
     (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
+    if side.transport == STDIO:  # the server the client started
+        (where / "stdio-server.log").write_text("\n".join(side.lines) + "\n")
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
     lines = [json.dumps(asdict(e)) for e in outcome.events]
     (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))

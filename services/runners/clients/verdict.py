@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from services import protocol
 from services.evidence import scoring
 from services.runners import wire
+from services.runners.clients.definition import ANY_CLIENT, ClientDef
 from services.runners.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, Row
 from services.runners.clients.model import PULL, SCORED, ModelRecord, versions_in
-from services.runners.clients.pins import ClientSpec
 from services.runners.clients.tools import VIA_SERVER_TOOL
 from services.scenarios.scenario import Scenario
 
@@ -37,7 +37,7 @@ _TAIL = 200
 
 
 def to_row(
-    spec: ClientSpec,
+    spec: ClientDef,
     version: str,
     scenario: Scenario,
     setup: str,
@@ -87,12 +87,14 @@ def _after(outcome: Outcome, at_ms: int | None) -> float | None:
     return None if at_ms is None else round((at_ms - outcome.started_ms) / 1000, 1)
 
 
-def _evidence(spec: ClientSpec, outcome: Outcome, row: Row) -> list[scoring.ClientScore]:
+def _evidence(spec: ClientDef, outcome: Outcome, row: Row) -> list[scoring.ClientScore]:
     """The lab's scores of the client (its clientInfo): levels 1-6 and the scenario's
     own checkpoints of the row."""
     clients = outcome.report.clients if outcome.report is not None else []
     mine = [c for c in clients if c.client == spec.client_info]
-    if not mine:
+    if spec.client_info == ANY_CLIENT:  # a command of unknown name: whoever connected
+        mine = [c for c in clients if c.client != protocol.UNKNOWN_CLIENT]
+    elif not mine:
         mine = [c for c in clients if c.client != protocol.UNKNOWN_CLIENT]
         if mine:
             names = ", ".join(sorted({f"{c.client}/{c.version}" for c in mine}))
@@ -106,7 +108,7 @@ def _evidence(spec: ClientSpec, outcome: Outcome, row: Row) -> list[scoring.Clie
     best = max(mine, key=lambda c: c.level)
     session = best.best
     row.client_info = f"{best.client}/{best.version}"
-    row.protocol, row.transport = session.protocol, session.transport
+    row.protocol, row.lab_transport = session.protocol, session.transport
     row.server_level = best.level
     row.sessions = sum(len(c.sessions) for c in mine)
     for checkpoint, box in CHECKPOINT_BOXES.items():
@@ -254,10 +256,11 @@ def _yes(value: bool) -> str:
 
 def _run_notes(row: Row, outcome: Outcome) -> None:
     if outcome.timed_out:
-        row.notes.append("timed out; killed")
+        row.notes.append(f"did not exit within {outcome.plan.timeout:g} s; stopped")
     elif outcome.exit_code:
-        tail = " | ".join(line for line in outcome.output[-3:] if line.strip())
-        row.notes.append(f"exit code {outcome.exit_code}: {tail[:_TAIL]}")
+        printed = [line for line in outcome.output if line.strip() and not line.startswith("$ ")]
+        tail = " | ".join(printed[-3:])[:_TAIL] if printed else "it printed nothing"
+        row.notes.append(f"exit code {outcome.exit_code}: {tail}")
 
 
 def _runner_failure(outcome: Outcome) -> str | None:

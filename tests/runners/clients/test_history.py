@@ -12,6 +12,7 @@ import pytest
 
 from services.cli.main import main
 from services.runners.clients import history, runner
+from services.runners.clients.definition import ClientDef
 from services.runners.clients.matrix import CHECKLIST, Check, Row
 from services.runners.history_store import HISTORY_ENV
 
@@ -81,7 +82,7 @@ def test_every_clients_run_is_kept_and_each_change_is_marked(
         main(["clients", "history", "--client", "inspector"])
     table = capsys.readouterr().out
     lines = table.splitlines()
-    assert lines[:2] == ["inspector", "  single (no tool)"]
+    assert lines[:2] == ["inspector", "  single (no tool, http)"]
     first, second = lines[2], lines[3]
     assert "2.12.0" in first and "(+1 more to" in first and "level 3 read initial" in first
     assert "connect yes" in first and "templates listed no" in first
@@ -149,8 +150,8 @@ def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPa
     """Named twice, a client would run twice at once into the same run folders."""
     asked: list[list[str]] = []
 
-    async def made(names: list[str], *_: object, **__: object) -> list[Row]:
-        asked.append(list(names))
+    async def made(clients: list[ClientDef], *_: object, **__: object) -> list[Row]:
+        asked.append([client.name for client in clients])
         return [row("1.0.0", 3, OLD)]
 
     monkeypatch.setattr(runner, "run_clients", made)

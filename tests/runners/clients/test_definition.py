@@ -1,0 +1,91 @@
+"""A client as data: the built-in client files, and what a file of one's own may say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.runners.clients import definition
+from services.runners.clients.definition import DefinitionError, from_command, load, parse
+from services.runners.clients.pins import CLIENTS, with_files
+
+MINIMAL = """
+name = "mine"
+kind = "program"
+[install]
+command = "python3"
+[run]
+argv = ["{binary}", "client.py", "{url}"]
+"""
+
+
+def test_every_built_in_client_is_a_file_of_its_own() -> None:
+    files = sorted(p.stem for p in definition.DEFS.glob("*.toml"))
+    assert files == sorted(CLIENTS)
+    assert {c.kind for c in CLIENTS.values()} == {"cli", "inspector"}
+    installable = [c for c in CLIENTS.values() if not c.not_installable]
+    assert {c.name for c in installable} == {
+        "claude-code", "codex", "copilot", "gemini-cli", "inspector", "opencode"
+    }  # fmt: skip
+    assert all(c.transports == ("http", "stdio") for c in installable)
+    assert CLIENTS["claude-code"].interactive == "claude-code"
+    assert CLIENTS["copilot"].needs_node22 and CLIENTS["inspector"].needs_node22
+
+
+def test_a_file_of_ones_own_is_read_and_replaces_a_built_in_of_its_name(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.toml"
+    mine.write_text(MINIMAL)
+    client = load(mine)
+    assert (client.name, client.kind, client.source, client.version) == (
+        "mine", "program", "command", "local"
+    )  # fmt: skip
+    assert (client.client_info, client.transports, client.model_api) == ("mine", ("http",), "none")
+    assert client.here == str(tmp_path)
+    own = tmp_path / "codex.toml"
+    own.write_text(MINIMAL.replace('"mine"', '"codex"'))
+    assert with_files([own])["codex"].kind == "program"
+    assert CLIENTS["codex"].kind == "cli"  # the built-in itself is untouched
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (('kind = "program"', 'kind = "robot"'), "kind 'robot' is not one of"),
+        (('command = "python3"', 'npm = "x"'), "[install] version is needed for a npm package"),
+        (('name = "mine"', 'name = "mine"\ncolour = 1'), "unknown key 'colour' in the top level"),
+        (('"{url}"', '"{uri}"'), "unknown placeholder {uri}"),
+        (('"{url}"', '"{url"'), "write {{ and }} for a literal brace"),
+        (('kind = "program"', 'kind = "cli"'), "kind 'cli' needs [model] api"),
+        (('argv = ["{binary}", "client.py", "{url}"]', ""), "[run] argv is needed"),
+        (("[install]", '[config]\nwriter = "mcp-servers-json"\n[install]'), "[config] path"),
+    ],
+)
+def test_a_file_that_cannot_be_used_says_where_and_why(
+    tmp_path: Path, change: tuple[str, str], says: str
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(MINIMAL.replace(*change))
+    with pytest.raises(DefinitionError) as raised:
+        load(bad)
+    assert str(raised.value).startswith(f"{bad}: ") and says in str(raised.value)
+
+
+def test_a_file_that_is_not_toml_or_not_there_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "x.toml").write_text("name = [")
+    with pytest.raises(DefinitionError, match="not valid TOML"):
+        load(tmp_path / "x.toml")
+    with pytest.raises(DefinitionError, match="cannot be read"):
+        load(tmp_path / "missing.toml")
+
+
+def test_a_command_line_is_a_client_with_no_model_that_any_name_may_be() -> None:
+    client = from_command("node my client.js {url}")
+    assert client.argv == ("node", "my", "client.js", "{url}")
+    assert (client.kind, client.client_info, client.package) == ("program", "*", "node")
+    with pytest.raises(DefinitionError, match="--command is empty"):
+        from_command("  ")
+    with pytest.raises(DefinitionError, match="--command"):
+        from_command("node 'unclosed")
+    assert parse({"name": "x", "kind": "program", "install": {"command": "x"},
+                  "run": {"argv": ["x"]}}, "here").origin == "here"  # fmt: skip

@@ -1,0 +1,58 @@
+"""``mcp-lab check``'s verdicts and renderings: the checklist as booleans, the exit code,
+JUnit with a test case per item (failed when the expected level needs it, skipped past
+it)."""
+
+from __future__ import annotations
+
+import json
+from xml.etree import ElementTree as ET
+
+from services.runners.check import BELOW, PASSED, Verdict, exit_code, to_json, to_junit, to_table
+from services.runners.clients.matrix import Check, Row
+
+DONE = ["connected", "listed", "read", "subscribed", "notified", "re_read"]
+
+
+def row(level: int) -> Row:
+    made = Row("command", "local", "single", "no tool", transport="http", level=level,
+               server_level=level, client_info="ideal-client/1.0")  # fmt: skip
+    made.checklist = {box: Check("yes" if i < level else "no", 1.0) for i, box in enumerate(DONE)}
+    made.checklist["reflected"] = Check("n/a")
+    made.notes = ["whether the new content reached the model (level 7) is not visible here"]
+    return made
+
+
+def test_a_level_at_or_above_the_expected_one_passes() -> None:
+    assert exit_code([Verdict(row(6), 6)]) == PASSED
+    assert exit_code([Verdict(row(6), 7)]) == BELOW
+    assert exit_code([Verdict(row(6), 6), Verdict(row(4), 6)]) == BELOW
+    assert exit_code([]) == BELOW  # nothing checked is no pass
+    verdict = Verdict(row(4), 6)
+    assert verdict.checklist == {
+        "connected": True, "listed": True, "read": True, "subscribed": True,
+        "notified": False, "re_read": False, "reflected": False,
+    }  # fmt: skip
+
+
+def test_junit_has_a_case_per_item_failed_up_to_the_level_asked_and_skipped_beyond() -> None:
+    suites = ET.fromstring(to_junit([Verdict(row(4), 5)]))
+    (suite,) = suites
+    cases = {case.get("name"): case for case in suite}
+    assert list(cases) == ["1 connect", "2 list", "3 read v1", "4 subscribe", "5 notified",
+                           "6 re-read", "level at least 5"]  # fmt: skip
+    assert cases["4 subscribe"].find("failure") is None
+    assert cases["5 notified"].find("failure") is not None
+    assert cases["6 re-read"].find("skipped") is not None
+    assert cases["level at least 5"].find("failure").get("message") == "level 4 < 5"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("7", "2", "1")
+
+
+def test_the_table_and_json_say_the_same() -> None:
+    verdicts = [Verdict(row(6), 7)]
+    data = json.loads(to_json(verdicts))
+    assert data["passed"] is False
+    (one,) = data["verdicts"]
+    assert (one["level"], one["expect"], one["client_info"]) == (6, 7, "ideal-client/1.0")
+    table = to_table(verdicts)
+    assert table.startswith("FAIL  ideal-client/1.0 in single over http: level 6 re-read")
+    assert "[x] re-read" in table and "reflected" not in table  # no model: not shown

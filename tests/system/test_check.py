@@ -1,0 +1,95 @@
+"""``mcp-lab check`` as a CI job runs it, with the ideal Python SDK client of
+docs/examples (ideal_client.py): level 6 and exit 0 over http and stdio, exit 1 when 7
+is expected, a JUnit file; a command that cannot start, that exits at once or that never
+ends; the same client as a client file gets the same row from ``clients run``; and its
+own test suite with the ``mcp_lab`` fixture, in a folder of its own, passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.support.lab import ROOT
+
+EXAMPLES = ROOT / "docs" / "examples"
+CLIENT = f"{sys.executable} {EXAMPLES / 'ideal_client.py'}"
+
+
+def mcp_lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # python3 on PATH is this one (the client file's command), with the mcp SDK
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "services", *args], cwd=cwd or ROOT, env=env,
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("transport", "command"),
+    [("http", f"{CLIENT} {{url}}"), ("stdio", f"{CLIENT} --stdio {{server_command}}")],
+)
+def test_the_ideal_client_gets_level_6_and_exit_0(transport: str, command: str) -> None:
+    done = mcp_lab("check", "--command", command, "--transport", transport, "--format", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (verdict,) = json.loads(done.stdout)["verdicts"]
+    assert (verdict["level"], verdict["transport"], verdict["passed"]) == (6, transport, True)
+    assert verdict["client_info"] == "ideal-client/1.0"
+    assert all(reached for box, reached in verdict["checklist"].items() if box != "reflected")
+
+
+def test_expecting_7_fails_with_exit_1_and_a_junit_file_that_says_why(tmp_path: Path) -> None:
+    junit = tmp_path / "check.xml"
+    done = mcp_lab("check", "--command", f"{CLIENT} {{url}}", "--expect", "7",
+                   "--format", "junit", "--output", str(junit))  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL  ideal-client/1.0 in single over http: level 6 re-read" in done.stdout
+    (suite,) = ET.parse(junit).getroot()
+    failed = [case.get("name") for case in suite if case.find("failure") is not None]
+    assert failed == ["level at least 7"]
+
+
+def test_a_command_that_cannot_start_exits_2_and_one_that_misbehaves_is_named() -> None:
+    missing = mcp_lab("check", "--command", "no-such-client-here {url}")
+    assert missing.returncode == 2
+    assert "'no-such-client-here' is not on PATH" in missing.stderr
+    early = mcp_lab("check", "--command", f"{sys.executable} -c 'import sys; sys.exit(3)'")
+    assert early.returncode == 1
+    assert "never connected to the lab" in early.stdout
+    assert "exit code 3: it printed nothing" in early.stdout
+    stuck = mcp_lab("check", "--command", "sleep 60", "--timeout", "2")
+    assert stuck.returncode == 1 and "did not exit within 2 s; stopped" in stuck.stdout
+
+
+def test_the_same_client_as_a_client_file_gets_the_same_row_in_clients_run() -> None:
+    client_file = str(EXAMPLES / "ideal-client.toml")
+    check = mcp_lab("check", "--client-file", client_file, "--format", "json")
+    assert check.returncode == 0, check.stdout + check.stderr
+    (verdict,) = json.loads(check.stdout)["verdicts"]
+    run = mcp_lab("clients", "run", "--client-file", client_file, "--scenario", "single",
+                  "--tool", "off", "--transport", "http", "--format", "json",
+                  "--quiet")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads(run.stdout)["clients"]
+    assert (row["client"], row["level"], row["transport"]) == ("ideal-client", 6, "http")
+    got = {box: row["checklist"][box]["answer"] == "yes" for box in verdict["checklist"]}
+    assert got == verdict["checklist"]
+
+
+def test_a_clients_own_suite_with_the_mcp_lab_fixture_passes(tmp_path: Path) -> None:
+    suite = tmp_path / "own"
+    suite.mkdir()
+    for name in ("ideal_client.py", "test_own_client.py"):
+        shutil.copy(EXAMPLES / name, suite / name)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+        cwd=suite, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "2 passed" in done.stdout
