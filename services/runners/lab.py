@@ -147,27 +147,31 @@ async def running_lab(
     update_delay: float | None = None,
     scenario: Scenario | None = None,
 ) -> AsyncIterator[RunLab]:
-    """Start Redis, server and updater (each waited for), and a new observation run;
+    """Start Redis, server and updater (side by side, each waited for), and a new
+    observation run;
     with ``enable_tool`` the server offers ``get_review_status``; ``update_delay``
     overrides ``MCP_TEST_UPDATE_DELAY_SECONDS`` (a scored run sets it beyond the run:
     there the runner applies every update itself); ``scenario``: what the lab plays
     (the default one when None)."""
     scenario = scenario or registry.get(registry.DEFAULT)
-    # Started from this thread, so that it ends with it (a runner killed mid-run).
+    # Redis, server and updater start side by side (server and updater wait for Redis
+    # by themselves), each from this thread, so that each ends with it (a runner killed
+    # mid-run leaves nothing behind).
     redis = launch_redis(free_port(), with_parent=True)
-    try:
-        await asyncio.to_thread(redis.wait_ready, _READY_TIMEOUT)
-    except BaseException:
-        await asyncio.to_thread(redis.stop)
-        raise
     processes: list[Process] = []
     try:
         python = [sys.executable, "-m", "services"]
+        port = free_port()
+        env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
+        server = await Process.start("server", [*python, "server"], env, workdir)
+        processes.append(server)
+        updater = await Process.start("updater", [*python, "updater"], env, workdir)
+        processes.append(updater)
+        redis_ready = asyncio.create_task(asyncio.to_thread(redis.wait_ready, _READY_TIMEOUT))
+        updater_ready = asyncio.create_task(
+            updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
+        )
         for attempt in range(1, _PORT_ATTEMPTS + 1):
-            port = free_port()
-            env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
-            server = await Process.start("server", [*python, "server"], env, workdir)
-            processes.append(server)
             said = await server.wait_for(f"{_SERVER_READY}|{_PORT_TAKEN}", _READY_TIMEOUT)
             if not re.search(_PORT_TAKEN, said):
                 break
@@ -177,9 +181,12 @@ async def running_lab(
             processes.remove(server)
             if attempt == _PORT_ATTEMPTS:
                 raise TimeoutError(f"server: {said} ({attempt} free ports taken in a row)")
-        updater = await Process.start("updater", [*python, "updater"], env, workdir)
-        processes.append(updater)
-        await updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
+            port = free_port()
+            server_env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
+            server = await Process.start("server", [*python, "server"], server_env, workdir)
+            processes.append(server)
+        await redis_ready
+        await updater_ready
         lab = RunLab(redis.url, port, server, updater, scenario, env)
         connection = state.connect(redis.url)
         try:
@@ -188,6 +195,5 @@ async def running_lab(
             await connection.aclose()
         yield lab
     finally:
-        for process in reversed(processes):
-            await process.stop()
+        await asyncio.gather(*(process.stop() for process in processes))
         await asyncio.to_thread(redis.stop)

@@ -86,6 +86,9 @@ class Row:
     # The checkpoints the wire capture shows (True/False), where it disagrees or not.
     wire: dict[str, bool] | None = None
     runs: dict[str, str] = field(default_factory=dict)  # run -> its folder
+    # Where the time went: seconds per phase of each run (services/runners/phases.py),
+    # and "install" for the client's install when this row paid for it.
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def fail(self, why: str) -> Row:
         """Mark the row as the runner's failure: no level."""

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.runners.clients import drivers
@@ -40,6 +41,7 @@ from services.runners.clients.runs import (
 )
 from services.runners.clients.verdict import to_row
 from services.runners.install import InstallError
+from services.runners.phases import Clock, heartbeat
 from services.scenarios.scenario import Scenario
 
 # ``--tool``: which lab setups each scenario runs in. "auto": both where the scenario
@@ -72,6 +74,42 @@ def applies(scenario: Scenario, spec: ClientDef) -> bool:
     return not scenario.play.clients or spec.name in scenario.play.clients
 
 
+class Tally:
+    """How far a run of many rows is: each row's line says "row k of N" and about how
+    long the rest takes (the rows done so far, on average, ``jobs`` at a time)."""
+
+    def __init__(self, total: int, jobs: int) -> None:
+        self.total = max(1, total)
+        self.jobs = max(1, jobs)
+        self.done = 0
+        self._seconds = 0.0
+
+    def count(self, row: Row) -> str:
+        self.done += 1
+        self._seconds += row.seconds
+        left = self.total - self.done
+        if left <= 0:
+            return f"row {self.done} of {self.total}"
+        estimate = self._seconds / self.done * left / min(self.jobs, left)
+        return f"row {self.done} of {self.total}, about {_duration(estimate)} left"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def count_rows(
+    spec: ClientDef, scenarios: list[Scenario], tool: str, transport: str | None
+) -> int:
+    """How many rows ``spec`` will have (one when it cannot run at all)."""
+    if spec.not_installable or spec.package is None:
+        return 1
+    if transport is not None and transport not in spec.transports:
+        return 1
+    per_way = sum(len(setups(s, tool)) for s in scenarios if applies(s, spec))
+    return max(1, per_way * len(transports_of(spec, transport)))
+
+
 def transports_of(spec: ClientDef, asked: str | None) -> tuple[str, ...]:
     """The transports a client runs over: the one asked for, or every one it supports."""
     return (asked,) if asked is not None else spec.transports
@@ -89,6 +127,7 @@ async def run_client(
     installed: Installed | None = None,
     progress: Progress = _quiet,
     transport: str | None = None,
+    tally: Tally | None = None,
 ) -> list[Row]:
     """One client's rows, one per transport, scenario and lab setup that apply; a
     single row saying why when the runner could not install it (or it cannot be
@@ -103,71 +142,103 @@ async def run_client(
             why = spec.not_installable or "no package"
             return [Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])]
         started = time.monotonic()
+        progress(f"{spec.name} {version}: installing")
         try:
-            installed = await install(spec, version)
+            async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
+                installed = await install(spec, version)
         except InstallError as exc:
             progress(f"{spec.name} {version}: install failed")
             return [Row(spec.name, version, "-", "-").fail(f"install failed: {exc}")]
-        progress(f"{spec.name} {installed.version}: installed ({time.monotonic() - started:.0f} s)")
-    rows = []
+        install_seconds = round(time.monotonic() - started, 1)
+        progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
+    else:
+        install_seconds = 0.0
+    rows: list[Row] = []
     for way in transports_of(spec, transport):
         for scenario in (s for s in scenarios if applies(s, spec)):
             for setup in setups(scenario, tool):
-                row = await _row(spec, installed, scenario, setup, way, runs, observe, timeout)
+                where = f"{spec.name} {installed.version} {scenario.name} ({setup}, {way})"
+                plan = _Plan(scenario, setup, way, observe, timeout)
+                row = await _row(spec, installed, plan, runs, progress, where)
+                if not rows and install_seconds:
+                    row.phases["install"] = {"install": install_seconds}
                 level = "-" if row.level is None else str(row.level)
-                progress(
-                    f"{spec.name} {installed.version} {scenario.name} ({setup}, {way}): "
-                    f"level {level} in {row.seconds:.0f} s"
-                )
+                counted = f"; {tally.count(row)}" if tally is not None else ""
+                spent = ", ".join(f"{k} {v:.0f} s" for k, v in _summed(row).items() if v >= 1)
+                progress(f"{where}: level {level} in {row.seconds:.0f} s ({spent}){counted}")
                 rows.append(row)
     return rows
+
+
+def _summed(row: Row) -> dict[str, float]:
+    """Seconds per phase over the row's runs."""
+    total: dict[str, float] = {}
+    for phases in row.phases.values():
+        for name, seconds in phases.items():
+            total[name] = total.get(name, 0.0) + seconds
+    return total
+
+
+@dataclass(frozen=True)
+class _Plan:
+    scenario: Scenario
+    setup: str
+    transport: str
+    observe: float
+    timeout: float
 
 
 async def _row(
     spec: ClientDef,
     installed: Installed,
-    scenario: Scenario,
-    setup: str,
-    transport: str,
+    planned: _Plan,
     runs: Path,
-    observe: float,
-    timeout: float,
+    progress: Progress,
+    where: str,
 ) -> Row:
     """The runs of one row (scored, and pull where the scenario has one), and its row."""
     started = time.monotonic()
+    scenario = planned.scenario
     pull = scenario.play.pull and spec.kind != PROGRAM
     scripts = (SCORED, PULL) if pull else (SCORED,)
     outcomes: dict[str, Outcome | str] = {}
+    phases: dict[str, dict[str, float]] = {}
     for script in scripts:
-        plan = RunPlan(scenario, setup, script, observe, timeout, transport)
+        plan = RunPlan(scenario, planned.setup, script, planned.observe, planned.timeout,
+                       planned.transport)  # fmt: skip
         folder = runs_dir(runs, spec.name, installed.version, plan)
+        clock = Clock()
         with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
             try:
-                outcomes[script] = await _run(spec, installed, Path(root), plan, folder)
+                async with heartbeat(clock, progress, f"{where} {script} run"):
+                    outcome = await _run(spec, installed, Path(root), plan, folder, clock)
+                outcomes[script] = outcome
             except TimeoutError as exc:  # a lab that did not start (an OSError too)
                 outcomes[script] = f"the lab did not start: {exc}"
             except OSError as exc:  # the client would not start
                 outcomes[script] = f"could not run {installed.binary.name}: {exc}"
-    row = to_row(spec, installed.version, scenario, setup, outcomes)
-    row.transport = transport
+        phases[script] = clock.durations()
+    row = to_row(spec, installed.version, scenario, planned.setup, outcomes)
+    row.transport = planned.transport
+    row.phases = phases
     row.seconds = round(time.monotonic() - started, 1)
     return row
 
 
 async def _run(
-    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path, clock: Clock
 ) -> Outcome:
     """One run, by the kind of client and scenario: the Inspector's own steps, a
     program's one run, an agent CLI's interactive UI (a scenario that attaches the
     resource), or its non-interactive mode; its files kept in ``folder``."""
     if spec.kind == INSPECTOR:
-        return await run_inspector(spec, installed, root, plan, folder)
+        return await run_inspector(spec, installed, root, plan, folder, clock)
     if spec.kind == PROGRAM:
-        return await run_program(spec, installed, root, plan, folder)
+        return await run_program(spec, installed, root, plan, folder, clock)
     interactive = drivers.INTERACTIVE_DRIVERS.get(spec.interactive or "")
     if plan.scenario.play.attach and interactive is not None and plan.script == SCORED:
-        return await run_interactive(spec, installed, root, plan, interactive, folder)
-    return await run_agent(spec, installed, root, plan, folder)
+        return await run_interactive(spec, installed, root, plan, interactive, folder, clock)
+    return await run_agent(spec, installed, root, plan, folder, clock)
 
 
 async def run_clients(
@@ -187,6 +258,8 @@ async def run_clients(
     each run's files in ``runs`` (the invocation's folder); over ``transport``, or every
     one each client supports."""
     gate = asyncio.Semaphore(max(1, jobs))
+    tally = Tally(sum(count_rows(c, scenarios, tool, transport) for c in clients), jobs)
+    progress(f"{tally.total} row(s) to run, {min(jobs, len(clients))} client(s) at a time")
 
     async def one(spec: ClientDef) -> list[Row]:
         name = spec.name
@@ -201,6 +274,7 @@ async def run_clients(
                 timeout=timeout,
                 progress=progress,
                 transport=transport,
+                tally=tally,
             )
 
     results = await asyncio.gather(*(one(spec) for spec in clients))

@@ -27,7 +27,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from services.runners.clients.terminal import (
 )
 from services.runners.lab import RunLab, running_lab
 from services.runners.lab_side import LabSide, reach
+from services.runners.phases import CLIENT_START, OBSERVE, SCENARIO, TEARDOWN, Clock
 from services.runners.program import Process, base_env
 from services.runners.wire import WireMessage, to_jsonl
 from services.scenarios.scenario import UPDATE, Scenario
@@ -146,6 +147,7 @@ class Outcome:
     # Versions the client printed (the Inspector's reads), in order.
     printed_versions: list[int] = field(default_factory=list)
     folder: Path | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
 
     @property
     def script(self) -> str:
@@ -177,6 +179,29 @@ def _dirs(root: Path) -> tuple[Path, Path]:
     return home, workdir
 
 
+@contextlib.asynccontextmanager
+async def _phases(clock: Clock, lab: RunLab, side: LabSide) -> AsyncIterator[None]:
+    """Mark the client's start now, and, as the lab sees them, its first initialize
+    (the scenario begins) and the first update applied (the observe window begins);
+    the teardown once the block (the client's turns) is over."""
+    clock.mark(CLIENT_START)
+
+    async def watch() -> None:
+        await side.wait_for(r"\[(initialize|server/discover)\]", _HOLD_SECONDS)
+        clock.mark(SCENARIO)
+        await lab.updater.wait_for(r" published=", _HOLD_SECONDS)
+        clock.mark(OBSERVE)
+
+    task = asyncio.create_task(watch())
+    try:
+        yield
+    finally:
+        clock.mark(TEARDOWN)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await task
+
+
 def _run_dirs(
     home: Path, workdir: Path, side: LabSide, model_url: str = ""
 ) -> drivers.RunDirs:
@@ -185,7 +210,12 @@ def _run_dirs(
 
 
 async def run_agent(
-    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef,
+    installed: Installed,
+    root: Path,
+    plan: RunPlan,
+    folder: Path,
+    clock: Clock | None = None,
 ) -> Outcome:
     """One run of an agent CLI (see the module docstring); its files kept in ``folder``."""
     assert installed.driver is not None
@@ -208,7 +238,7 @@ async def run_agent(
         )
         follow = asyncio.create_task(updates.follow()) if plan.script == SCORED else None
         try:
-            async with serve(model) as model_url:
+            async with serve(model) as model_url, _phases(clock or Clock(), lab, side):
                 dirs = _run_dirs(home, workdir, side, model_url)
                 await _agent_turns(spec, installed, dirs, model, outcome)
         finally:
@@ -255,7 +285,12 @@ async def _agent_turns(
 
 
 async def run_program(
-    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef,
+    installed: Installed,
+    root: Path,
+    plan: RunPlan,
+    folder: Path,
+    clock: Clock | None = None,
 ) -> Outcome:
     """One run of a program with no model: started once, told where the lab is
     (``{url}`` or ``{server_command}``, and ``MCP_LAB_URL`` / ``MCP_LAB_SERVER_COMMAND``),
@@ -273,9 +308,10 @@ async def run_program(
         turn = installed.driver(str(installed.binary), dirs, "", False)
         env = {**base_env(home, installed.paths), **turn.env}
         outcome.started_ms = _now_ms()
-        done, outcome.timed_out = await _run_cli(
-            spec.name, turn.argv, env, workdir, plan.timeout
-        )
+        async with _phases(clock or Clock(), lab, side):
+            done, outcome.timed_out = await _run_cli(
+                spec.name, turn.argv, env, workdir, plan.timeout
+            )
         outcome.exit_code = done.process.returncode
         outcome.output = [f"$ {_shown(turn.argv)}", *done.lines]
         outcome.wire = side.wire()
@@ -291,6 +327,7 @@ async def run_interactive(
     plan: RunPlan,
     interactive: Callable[[str, drivers.RunDirs], drivers.Invocation],
     folder: Path,
+    clock: Clock | None = None,
 ) -> Outcome:
     """A scored run in the CLI's interactive UI, under a pseudo-terminal: the resource
     is attached by typing its mention (``@lab:URI``) into the prompt box, as a person
@@ -313,7 +350,7 @@ async def run_interactive(
         )
         follow = asyncio.create_task(updates.follow())
         try:
-            async with serve(model) as model_url:
+            async with serve(model) as model_url, _phases(clock or Clock(), lab, side):
                 dirs = _run_dirs(home, workdir, side, model_url)
                 started = interactive(str(installed.binary), dirs)
                 env = {**base_env(home, installed.paths), **started.env}
@@ -382,7 +419,12 @@ def _shown(argv: list[str]) -> str:
 
 
 async def run_inspector(
-    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path
+    spec: ClientDef,
+    installed: Installed,
+    root: Path,
+    plan: RunPlan,
+    folder: Path,
+    clock: Clock | None = None,
 ) -> Outcome:
     """``mcpdo`` needs no model. Scored: connect, read, subscribe (it prints each update
     as it arrives), wait for the lab's own first update of the subscriber, then watch
@@ -413,19 +455,20 @@ async def run_inspector(
             target = ["--transport", "stdio", *conn, "--", *side.command]
         else:
             target = [side.url, "--transport", "http", *conn]
-        try:
-            ok = await step("connect", ["connect", *target])
-            ok = ok and await step("read", [*conn, protocol.READ, plan.uri])
-            if ok and plan.script == SCORED:
-                await _inspector_subscribe(side, mcpdo, conn, env, workdir, plan, outcome)
-            elif ok:
-                await lab.apply_timeline()
-                await step("read", [*conn, protocol.READ, plan.uri])
-        finally:
-            stop, _ = await _run_cli(
-                "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
-            )
-            outcome.output += ["$ mcpdo daemon stop", *stop.lines]
+        async with _phases(clock or Clock(), lab, side):
+            try:
+                ok = await step("connect", ["connect", *target])
+                ok = ok and await step("read", [*conn, protocol.READ, plan.uri])
+                if ok and plan.script == SCORED:
+                    await _inspector_subscribe(side, mcpdo, conn, env, workdir, plan, outcome)
+                elif ok:
+                    await lab.apply_timeline()
+                    await step("read", [*conn, protocol.READ, plan.uri])
+            finally:
+                stop, _ = await _run_cli(
+                    "daemon", [*mcpdo, "daemon", "stop"], env, workdir, _DAEMON_STOP_TIMEOUT
+                )
+                outcome.output += ["$ mcpdo daemon stop", *stop.lines]
         outcome.wire = side.wire()
         outcome.events, outcome.report = await lab.evidence()
         outcome.folder = _keep_logs(folder, lab, side, outcome, [])
