@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 
 from services.runners.check import BELOW, PASSED, Verdict, exit_code, to_json, to_junit, to_table
 from services.runners.clients.matrix import Check, Row
+from tests.support.lab import ROOT
 
 DONE = ["connected", "listed", "read", "subscribed", "notified", "re_read"]
 
@@ -56,3 +57,19 @@ def test_the_table_and_json_say_the_same() -> None:
     table = to_table(verdicts)
     assert table.startswith("FAIL  ideal-client/1.0 in single over http: level 6 re-read")
     assert "[x] re-read" in table and "reflected" not in table  # no model: not shown
+
+
+def test_the_own_client_doc_shows_the_examples_as_they_are() -> None:
+    """docs/own-client.md quotes docs/examples: every line of its Python, JavaScript and
+    the example client file's blocks is in the file it quotes."""
+    docs = ROOT / "docs"
+    text = (docs / "own-client.md").read_text()
+    quoted = {"python": ["ideal_client.py", "test_own_client.py"], "js": ["ideal_client.mjs"]}
+    for language, files in quoted.items():
+        source = "".join((docs / "examples" / name).read_text() for name in files)
+        for block in text.split(f"```{language}\n")[1:]:
+            for line in block.split("```")[0].splitlines():
+                assert line in source, (language, line)
+    client_file = (docs / "examples" / "ideal-client.toml").read_text()
+    first_toml = text.split("```toml\n")[1].split("```")[0]
+    assert all(line in client_file for line in first_toml.splitlines())

@@ -16,7 +16,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests.support.lab import ROOT
+from tests.support.lab import ROOT, TS_CLIENT_DIR
 
 EXAMPLES = ROOT / "docs" / "examples"
 CLIENT = f"{sys.executable} {EXAMPLES / 'ideal_client.py'}"
@@ -93,3 +93,17 @@ def test_a_clients_own_suite_with_the_mcp_lab_fixture_passes(tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("transport", "target"), [("http", "{url}"), ("stdio", "--stdio {server_command}")]
+)
+def test_the_typescript_ideal_client_gets_level_6_too(
+    node_client: str, tmp_path: Path, transport: str, target: str
+) -> None:
+    shutil.copy(EXAMPLES / "ideal_client.mjs", tmp_path / "ideal_client.mjs")
+    (tmp_path / "node_modules").symlink_to(TS_CLIENT_DIR / "node_modules")
+    done = mcp_lab("check", "--command", f"{node_client} ideal_client.mjs {target}",
+                   "--transport", transport, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"PASS  ideal-ts-client/1.0.0 in single over {transport}: level 6" in done.stdout

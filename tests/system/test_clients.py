@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from services.evidence.scoring import LEVEL_NAMES
+from services.runners.clients.definition import HTTP, STDIO
 from services.runners.clients.matrix import CHECKLIST
 from services.runners.clients.pins import CLIENTS
 from services.runners.clients.runs import NO_TOOL, TOOL
@@ -58,19 +59,19 @@ def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
 
 
 @functools.cache
-def matrix() -> dict[tuple[str, str, str], dict]:
+def matrix() -> dict[tuple[str, str, str, str], dict]:
     """Every pinned client in every scenario that applies to it: one ``clients run``
     for all the tests of this module (the clients side by side, as by default)."""
     names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
     args = [a for name in names for a in ("--client", name)]
     rows = _run(*args, timeout=3 * RUN_TIMEOUT)
-    return {(r["client"], r["scenario"], r["setup"]): r for r in rows}
+    return {(r["client"], r["scenario"], r["setup"], r["transport"]): r for r in rows}
 
 
 @functools.cache
 def other_version(name: str, version: str) -> dict:
     (row,) = _run("--client", name, "--version", f"{name}={version}", "--scenario", "single",
-                  "--tool", "off")  # fmt: skip
+                  "--tool", "off", "--transport", HTTP)  # fmt: skip
     return row
 
 
@@ -268,7 +269,7 @@ def check_verdict(row: dict, want: Verdict, version: str) -> None:
     ("name", "setup"), list(EXPECTED), ids=[f"{n}-{s.replace(' ', '-')}" for n, s in EXPECTED]
 )
 def test_pinned_client_verdict_in_single(name: str, setup: str) -> None:
-    row = matrix()[(name, "single", setup)]
+    row = matrix()[(name, "single", setup, HTTP)]
     check_verdict(row, EXPECTED[(name, setup)], CLIENTS[name].version)
 
 
@@ -327,7 +328,7 @@ SCENARIO_EXPECTED: dict[tuple[str, str], tuple[int, dict[str, str]]] = {
     ("name", "scenario"), list(SCENARIO_EXPECTED), ids=[f"{n}-{s}" for n, s in SCENARIO_EXPECTED]
 )
 def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
-    row = matrix()[(name, scenario, NO_TOOL)]
+    row = matrix()[(name, scenario, NO_TOOL, HTTP)]
     check_the_row_is_the_clients(row)
     level, checks = SCENARIO_EXPECTED[(name, scenario)]
     assert row["level"] == level, row["notes"]
@@ -343,9 +344,11 @@ def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
 @pytest.mark.clients
 @pytest.mark.timeout(4 * RUN_TIMEOUT)
 def test_the_matrix_has_every_scenario_that_applies_and_no_other() -> None:
-    played = {(n, s) for n, s, setup in matrix() if setup == NO_TOOL and s != "single"}
-    assert played == set(SCENARIO_EXPECTED)
-    assert {(n, setup) for n, s, setup in matrix() if s == "single"} == set(EXPECTED)
+    for way in (HTTP, STDIO):
+        keys = [(n, s, setup) for n, s, setup, over in matrix() if over == way]
+        played = {(n, s) for n, s, setup in keys if setup == NO_TOOL and s != "single"}
+        assert played == set(SCENARIO_EXPECTED), way
+        assert {(n, setup) for n, s, setup in keys if s == "single"} == set(EXPECTED), way
 
 
 # Versions other than the pins: the runner must work on them as it does on the pin

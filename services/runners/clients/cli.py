@@ -90,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "to bring them to its model unasked (default 6)",
     )
     run.add_argument(
-        "--jobs", type=int, default=3, metavar="N", help="clients run side by side (default 3)"
+        "--jobs", type=int, default=3, metavar="N", help="rows run side by side (default 3)"
     )
     run.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"

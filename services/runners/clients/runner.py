@@ -128,12 +128,15 @@ async def run_client(
     progress: Progress = _quiet,
     transport: str | None = None,
     tally: Tally | None = None,
+    gate: asyncio.Semaphore | None = None,
 ) -> list[Row]:
-    """One client's rows, one per transport, scenario and lab setup that apply; a
-    single row saying why when the runner could not install it (or it cannot be
-    installed offline, or does not speak ``transport``). ``runs``: the invocation's
+    """One client's rows, one per transport, scenario and lab setup that apply, in that
+    order; a single row saying why when the runner could not install it (or it cannot
+    be installed offline, or does not speak ``transport``). ``runs``: the invocation's
     folder (:mod:`services.runners.run_folders`), where each run keeps its files.
-    ``installed``: a client that is already on disk (a test's own), with its driver."""
+    ``installed``: a client that is already on disk (a test's own), with its driver.
+    ``gate``: how many rows run at once, shared with other clients (default: one);
+    each row has a lab, a HOME and ports of its own."""
     if transport is not None and transport not in spec.transports:
         why = f"does not support {transport} (its file says {', '.join(spec.transports)})"
         return [Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])]
@@ -153,21 +156,29 @@ async def run_client(
         progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
     else:
         install_seconds = 0.0
-    rows: list[Row] = []
-    for way in transports_of(spec, transport):
-        for scenario in (s for s in scenarios if applies(s, spec)):
-            for setup in setups(scenario, tool):
-                where = f"{spec.name} {installed.version} {scenario.name} ({setup}, {way})"
-                plan = _Plan(scenario, setup, way, observe, timeout)
-                row = await _row(spec, installed, plan, runs, progress, where)
-                if not rows and install_seconds:
-                    row.phases["install"] = {"install": install_seconds}
-                level = "-" if row.level is None else str(row.level)
-                counted = f"; {tally.count(row)}" if tally is not None else ""
-                spent = ", ".join(f"{k} {v:.0f} s" for k, v in _summed(row).items() if v >= 1)
-                progress(f"{where}: level {level} in {row.seconds:.0f} s ({spent}){counted}")
-                rows.append(row)
-    return rows
+    plans = [
+        _Plan(scenario, setup, way, observe, timeout)
+        for way in transports_of(spec, transport)
+        for scenario in scenarios
+        if applies(scenario, spec)
+        for setup in setups(scenario, tool)
+    ]
+    gate = gate or asyncio.Semaphore(1)
+    ready = installed
+
+    async def one(index: int, plan: _Plan) -> Row:
+        where = f"{spec.name} {ready.version} {plan.scenario.name} ({plan.setup}, {plan.transport})"
+        async with gate:
+            row = await _row(spec, ready, plan, runs, progress, where)
+        if index == 0 and install_seconds:
+            row.phases["install"] = {"install": install_seconds}
+        level = "-" if row.level is None else str(row.level)
+        counted = f"; {tally.count(row)}" if tally is not None else ""
+        spent = ", ".join(f"{k} {v:.0f} s" for k, v in _summed(row).items() if v >= 1)
+        progress(f"{where}: level {level} in {row.seconds:.0f} s ({spent}){counted}")
+        return row
+
+    return list(await asyncio.gather(*(one(i, plan) for i, plan in enumerate(plans))))
 
 
 def _summed(row: Row) -> dict[str, float]:
@@ -254,28 +265,29 @@ async def run_clients(
     progress: Progress = _quiet,
     transport: str | None = None,
 ) -> list[Row]:
-    """Rows of ``clients`` in ``scenarios``, in their order; ``jobs`` clients at a time;
-    each run's files in ``runs`` (the invocation's folder); over ``transport``, or every
-    one each client supports."""
+    """Rows of ``clients`` in ``scenarios``, in their order; ``jobs`` rows at a time,
+    of any client (each client installed first, all side by side); each run's files in
+    ``runs`` (the invocation's folder); over ``transport``, or every one each client
+    supports."""
     gate = asyncio.Semaphore(max(1, jobs))
     tally = Tally(sum(count_rows(c, scenarios, tool, transport) for c in clients), jobs)
-    progress(f"{tally.total} row(s) to run, {min(jobs, len(clients))} client(s) at a time")
+    progress(f"{tally.total} row(s) to run, {jobs} at a time")
 
     async def one(spec: ClientDef) -> list[Row]:
         name = spec.name
-        async with gate:
-            return await run_client(
-                spec,
-                versions.get(name, spec.version),
-                scenarios,
-                runs=runs,
-                tool=tool,
-                observe=observe,
-                timeout=timeout,
-                progress=progress,
-                transport=transport,
-                tally=tally,
-            )
+        return await run_client(
+            spec,
+            versions.get(name, spec.version),
+            scenarios,
+            runs=runs,
+            tool=tool,
+            observe=observe,
+            timeout=timeout,
+            progress=progress,
+            transport=transport,
+            tally=tally,
+            gate=gate,
+        )
 
     results = await asyncio.gather(*(one(spec) for spec in clients))
     return [row for rows in results for row in rows]

@@ -295,8 +295,9 @@ async def run_program(
     """One run of a program with no model: started once, told where the lab is
     (``{url}`` or ``{server_command}``, and ``MCP_LAB_URL`` / ``MCP_LAB_SERVER_COMMAND``),
     it does the whole flow by itself until it exits (killed after the plan's timeout);
-    the lab plays the scenario's timeline after its subscribe. Its files kept in
-    ``folder``."""
+    the lab plays the scenario's timeline after its subscribe. It runs in the folder of
+    its client file (a command: where ``mcp-lab check`` runs), so its relative paths
+    hold. Its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
@@ -308,9 +309,9 @@ async def run_program(
         turn = installed.driver(str(installed.binary), dirs, "", False)
         env = {**base_env(home, installed.paths), **turn.env}
         outcome.started_ms = _now_ms()
-        async with _phases(clock or Clock(), lab, side):
+        async with _phases(clock or Clock(), lab, side):  # in its own folder: its paths hold
             done, outcome.timed_out = await _run_cli(
-                spec.name, turn.argv, env, workdir, plan.timeout
+                spec.name, turn.argv, env, Path(spec.here), plan.timeout
             )
         outcome.exit_code = done.process.returncode
         outcome.output = [f"$ {_shown(turn.argv)}", *done.lines]
