@@ -50,7 +50,7 @@ class RunLab:
         self,
         redis_url: str,
         port: int,
-        server: Process,
+        server: Process | None,
         updater: Process,
         scenario: Scenario,
         env: dict[str, str] | None = None,
@@ -62,10 +62,17 @@ class RunLab:
         self.scenario = scenario
         self.base_url = f"http://127.0.0.1:{port}"
         self.mcp_url = f"{self.base_url}/mcp"
-        self.server = server
+        self.server = server  # None: a lab for a stdio client, which starts its own
         self.updater = updater
         self.run_id = "0-0"
         self.updates: list[str] = []
+
+    @property
+    def http_server(self) -> Process:
+        """The lab's HTTP server (a lab started with ``serve_http``)."""
+        if self.server is None:
+            raise RuntimeError("this lab serves no HTTP (its client starts a stdio server)")
+        return self.server
 
     async def apply_timeline(self, timeout: float = 15.0) -> str:
         """Queue the scenario's timeline for every subscriber (target ``*``, the shared
@@ -146,13 +153,15 @@ async def running_lab(
     enable_tool: bool = False,
     update_delay: float | None = None,
     scenario: Scenario | None = None,
+    serve_http: bool = True,
 ) -> AsyncIterator[RunLab]:
     """Start Redis, server and updater (side by side, each waited for), and a new
     observation run;
     with ``enable_tool`` the server offers ``get_review_status``; ``update_delay``
     overrides ``MCP_TEST_UPDATE_DELAY_SECONDS`` (a scored run sets it beyond the run:
     there the runner applies every update itself); ``scenario``: what the lab plays
-    (the default one when None)."""
+    (the default one when None); without ``serve_http`` no HTTP server starts (a stdio
+    client starts the lab's server itself)."""
     scenario = scenario or registry.get(registry.DEFAULT)
     # Redis, server and updater start side by side (server and updater wait for Redis
     # by themselves), each from this thread, so that each ends with it (a runner killed
@@ -163,8 +172,10 @@ async def running_lab(
         python = [sys.executable, "-m", "services"]
         port = free_port()
         env = _env(redis.url, port, enable_tool, update_delay, scenario.name)
-        server = await Process.start("server", [*python, "server"], env, workdir)
-        processes.append(server)
+        server: Process | None = None
+        if serve_http:
+            server = await Process.start("server", [*python, "server"], env, workdir)
+            processes.append(server)
         updater = await Process.start("updater", [*python, "updater"], env, workdir)
         processes.append(updater)
         redis_ready = asyncio.create_task(asyncio.to_thread(redis.wait_ready, _READY_TIMEOUT))
@@ -172,6 +183,8 @@ async def running_lab(
             updater.wait_for(r"\[updater\] ready", _READY_TIMEOUT)
         )
         for attempt in range(1, _PORT_ATTEMPTS + 1):
+            if server is None:
+                break
             said = await server.wait_for(f"{_SERVER_READY}|{_PORT_TAKEN}", _READY_TIMEOUT)
             if not re.search(_PORT_TAKEN, said):
                 break

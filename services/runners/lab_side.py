@@ -115,11 +115,11 @@ class LabSide:
     @property
     def lines(self) -> list[str]:
         """The log lines of the server the client talks to, so far."""
-        return self.log.server.lines if isinstance(self.log, RunLab) else self.log.read()
+        return self.log.http_server.lines if isinstance(self.log, RunLab) else self.log.read()
 
     async def wait_for_index(self, pattern: str, timeout: float, since: int = 0) -> int:
         if isinstance(self.log, RunLab):
-            return await self.log.server.wait_for_index(pattern, timeout, since)
+            return await self.log.http_server.wait_for_index(pattern, timeout, since)
         return await self.log.wait_for_index(pattern, timeout, since)
 
     async def wait_for(self, pattern: str, timeout: float, since: int = 0) -> str:

@@ -64,8 +64,18 @@ def matrix() -> dict[tuple[str, str, str, str], dict]:
     for all the tests of this module (the clients side by side, as by default)."""
     names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
     args = [a for name in names for a in ("--client", name)]
-    rows = _run(*args, timeout=3 * RUN_TIMEOUT)
+    rows = _run(*args, "--transport", HTTP, timeout=3 * RUN_TIMEOUT)
     return {(r["client"], r["scenario"], r["setup"], r["transport"]): r for r in rows}
+
+
+@functools.cache
+def stdio_matrix() -> dict[tuple[str, str], dict]:
+    """Every pinned client over stdio in ``single`` (both setups): one ``clients run``.
+    docs/clients.md has them in every scenario; the suite keeps to one, for its time."""
+    names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
+    args = [a for name in names for a in ("--client", name)]
+    rows = _run(*args, "--scenario", "single", "--transport", STDIO, timeout=3 * RUN_TIMEOUT)
+    return {(r["client"], r["setup"]): r for r in rows}
 
 
 @functools.cache
@@ -88,7 +98,7 @@ def check_the_row_is_the_clients(row: dict) -> None:
     too)."""
     notes = row["notes"]
     assert row["runner_failed"] is None, notes
-    assert not any(n.startswith(("runner failed", "timed out", "exit code")) for n in notes)
+    assert not any(n.startswith(("runner failed", "did not exit", "exit code")) for n in notes)
     assert not any("wire capture disagrees" in n for n in notes), notes
     assert row["wire"] is not None and all(
         row["wire"][box] == (answers(row)[box] == "yes") for box in row["wire"]
@@ -344,11 +354,36 @@ def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
 @pytest.mark.clients
 @pytest.mark.timeout(4 * RUN_TIMEOUT)
 def test_the_matrix_has_every_scenario_that_applies_and_no_other() -> None:
-    for way in (HTTP, STDIO):
-        keys = [(n, s, setup) for n, s, setup, over in matrix() if over == way]
-        played = {(n, s) for n, s, setup in keys if setup == NO_TOOL and s != "single"}
-        assert played == set(SCENARIO_EXPECTED), way
-        assert {(n, setup) for n, s, setup in keys if s == "single"} == set(EXPECTED), way
+    keys = [(n, s, setup) for n, s, setup, over in matrix() if over == HTTP]
+    assert len(keys) == len(matrix())
+    played = {(n, s) for n, s, setup in keys if setup == NO_TOOL and s != "single"}
+    assert played == set(SCENARIO_EXPECTED)
+    assert {(n, setup) for n, s, setup in keys if s == "single"} == set(EXPECTED)
+
+
+# Over stdio (the CLI starts the lab's server itself, behind the stdio tap): the level of
+# each pinned client in `single`, as over http: none of the agent CLIs subscribes over
+# stdio either; the Inspector does, and is notified.
+STDIO_EXPECTED = {
+    "inspector": 5,
+    "claude-code": 3,
+    "gemini-cli": 3,
+    "codex": 3,
+    "opencode": 3,
+    "copilot": 1,
+}
+
+
+@pytest.mark.clients
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
+@pytest.mark.parametrize("name", list(STDIO_EXPECTED))
+def test_pinned_client_over_stdio(name: str) -> None:
+    for setup in (NO_TOOL, "tool"):
+        row = stdio_matrix()[(name, setup)]
+        check_the_row_is_the_clients(row)
+        assert (row["transport"], row["lab_transport"]) == (STDIO, "stdio"), row
+        assert row["level"] == STDIO_EXPECTED[name], row["notes"]
+        assert row["protocol"] == matrix()[(name, "single", setup, HTTP)]["protocol"]
 
 
 # Versions other than the pins: the runner must work on them as it does on the pin
@@ -447,30 +482,34 @@ def test_a_version_that_cannot_be_installed_is_the_runners_failure_not_a_level()
 
 def test_the_documented_matrix_says_what_the_tests_expect() -> None:
     """docs/clients.md's matrix (its first one: the current verdicts) holds every
-    expected verdict, at the pinned versions."""
+    expected verdict, at the pinned versions, over http and over stdio."""
     documented = documented_matrix()
     for (name, setup), want in EXPECTED.items():
-        cells = documented[(name, "single", setup)]
+        cells = documented[(name, "single", setup, HTTP)]
         level = f"{want.level} {LEVEL_NAMES[want.level]}"
-        shown = [cell.split(" ")[0] for cell in cells[6:14]]
-        assert cells[1:6] == [CLIENTS[name].version, "single", setup, want.protocol, level], cells
+        shown = [cell.split(" ")[0] for cell in cells[7:15]]
+        assert cells[1:7] == [CLIENTS[name].version, "single", setup, HTTP, want.protocol,
+                              level], cells  # fmt: skip
         assert shown == list(want.answers.values()), (name, setup, cells)
         for note in want.notes:
-            assert note in cells[15], (name, setup, note)
+            assert note in cells[16], (name, setup, note)
     for (name, scenario), (level, checks) in SCENARIO_EXPECTED.items():
-        cells = documented[(name, scenario, NO_TOOL)]
-        assert cells[5] == f"{level} {LEVEL_NAMES[level]}", cells
+        cells = documented[(name, scenario, NO_TOOL, HTTP)]
+        assert cells[6] == f"{level} {LEVEL_NAMES[level]}", cells
         for answer in checks.values():
-            assert answer in cells[14], (name, scenario, cells[14])
+            assert answer in cells[15], (name, scenario, cells[15])
+    for name, level in STDIO_EXPECTED.items():
+        cells = documented[(name, "single", NO_TOOL, STDIO)]
+        assert cells[6] == f"{level} {LEVEL_NAMES[level]}", cells
 
 
-def documented_matrix() -> dict[tuple[str, str, str], list[str]]:
-    """The matrix in docs/clients.md: its cells by (client, scenario, setup)."""
+def documented_matrix() -> dict[tuple[str, str, str, str], list[str]]:
+    """The matrix in docs/clients.md: its cells by (client, scenario, setup, transport)."""
     text = (ROOT / "docs" / "clients.md").read_text()
     section = text[text.index("## The matrix") :]
-    cells: dict[tuple[str, str, str], list[str]] = {}
+    cells: dict[tuple[str, str, str, str], list[str]] = {}
     for line in section.splitlines():
         parts = [c.strip() for c in line.strip().strip("|").split(" | ")]
         if line.startswith("| ") and parts[0] in CLIENTS:
-            cells.setdefault((parts[0], parts[2], parts[3]), parts)
+            cells.setdefault((parts[0], parts[2], parts[3], parts[4]), parts)
     return cells

@@ -168,9 +168,9 @@ async def _resume_cut(
     """Cut the lab-side GET streams once the subscribe reached the lab; let new GETs
     through once the lab has sent the update (or after ``wait`` seconds)."""
     try:
-        index = await lab.server.wait_for_index(r"\[resources/subscribe\] uri=", wait)
+        index = await lab.http_server.wait_for_index(r"\[resources/subscribe\] uri=", wait)
         cut.at_ms, cut.streams = _now_ms(), tap.cut_streams(hold)
-        await lab.server.wait_for(r"\[notification/send\] notifications/resources/updated",
+        await lab.http_server.wait_for(r"\[notification/send\] notifications/resources/updated",
                                   wait, index)  # fmt: skip
         cut.sent_ms = _now_ms()
     except TimeoutError:
@@ -205,7 +205,7 @@ async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: Run
             outcome.events, outcome.report = await lab.evidence()
             _keep(lab, outcome)
             outcome.lab_faults = lab_faults(
-                [*lab.server.lines, *lab.updater.lines, *outcome.bridge_output]
+                [*lab.http_server.lines, *lab.updater.lines, *outcome.bridge_output]
             )
     except TimeoutError as exc:  # the lab did not start
         outcome.failure = f"the lab did not start: {exc}"
@@ -315,7 +315,7 @@ def _keep(lab: RunLab, outcome: Outcome) -> None:
     """The run's files, beside what the taps wrote as they went."""
     folder = outcome.folder
     assert folder is not None
-    (folder / "server.log").write_text("\n".join(lab.server.lines) + "\n")
+    (folder / "server.log").write_text("\n".join(lab.http_server.lines) + "\n")
     (folder / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
     lines = [json.dumps(asdict(e)) for e in outcome.events]
     (folder / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))

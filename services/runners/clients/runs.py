@@ -202,6 +202,11 @@ async def _phases(clock: Clock, lab: RunLab, side: LabSide) -> AsyncIterator[Non
             await task
 
 
+def _http(plan: RunPlan) -> bool:
+    """Whether the run's lab serves HTTP (a stdio client starts the lab's server)."""
+    return plan.transport == HTTP
+
+
 def _run_dirs(
     home: Path, workdir: Path, side: LabSide, model_url: str = ""
 ) -> drivers.RunDirs:
@@ -223,7 +228,7 @@ async def run_agent(
     outcome = Outcome(plan, _now_ms())
     hold = _HOLD_SECONDS if plan.script == SCORED else None
     async with (
-        running_lab(root, plan.setup == TOOL, hold, plan.scenario) as lab,
+        running_lab(root, plan.setup == TOOL, hold, plan.scenario, _http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,
     ):
         updates = Updates(lab, side)
@@ -302,7 +307,7 @@ async def run_program(
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
     async with (
-        running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab,
+        running_lab(root, plan.setup == TOOL, None, plan.scenario, _http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,
     ):
         dirs = _run_dirs(home, workdir, side)
@@ -337,7 +342,7 @@ async def run_interactive(
     home, workdir = _dirs(root)
     outcome = Outcome(plan, _now_ms())
     async with (
-        running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario) as lab,
+        running_lab(root, plan.setup == TOOL, _HOLD_SECONDS, plan.scenario, _http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,
     ):
         updates = Updates(lab, side)
@@ -437,7 +442,7 @@ async def run_inspector(
     env = {**base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     outcome = Outcome(plan, _now_ms())
     async with (
-        running_lab(root, plan.setup == TOOL, None, plan.scenario) as lab,
+        running_lab(root, plan.setup == TOOL, None, plan.scenario, _http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,
     ):
         mcpdo = [str(installed.binary), "--plain"]
@@ -530,7 +535,8 @@ def _keep_logs(
             old.rmdir() if old.is_dir() else old.unlink()
     (where / "requests").mkdir(parents=True, exist_ok=True)
     (where / "cli.log").write_text("\n".join(outcome.output) + "\n")
-    (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
+    if lab.server is not None:
+        (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
     if side.transport == STDIO:  # the server the client started
         (where / "stdio-server.log").write_text("\n".join(side.lines) + "\n")
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
