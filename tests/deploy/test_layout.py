@@ -1,0 +1,89 @@
+"""The house's rules, checked on the code as it is: services/ has at most 10 top-level
+modules, nothing in the runners' wing imports the command line, the server wing
+imports no runner, and neither services/ nor scripts/ has an import cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.support.lab import ROOT
+
+
+def imports(root: Path, package: str) -> dict[str, set[str]]:
+    """Each module under ``root`` (named from ``package``) and the modules it imports
+    (of the same tree), whether at its top or inside a function."""
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        name = ".".join(p for p in parts if p)
+        modules[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            found: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            for target in found:
+                if target in modules and target != name:
+                    graph[name].add(target)
+                    break
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_services_top_level_has_at_most_ten_modules() -> None:
+    top = [p.stem for p in (ROOT / "services").glob("*.py")]
+    top = [name for name in top if name not in ("__init__", "__main__")]
+    assert len(top) <= 10, sorted(top)
+
+
+def test_the_runners_never_import_the_command_line_nor_the_server_a_runner() -> None:
+    graph = imports(ROOT / "services", "services")
+    runners = {m: deps for m, deps in graph.items() if m.startswith("services.runners")}
+    assert not [(m, d) for m, deps in runners.items() for d in deps if d.startswith("services.cli")]
+    server = {m: deps for m, deps in graph.items() if m.startswith("services.server")}
+    assert not [(m, d) for m, deps in server.items() for d in deps
+                if d.startswith(("services.runners", "services.cli"))]  # fmt: skip
+
+
+def test_no_import_cycle_in_services_or_scripts() -> None:
+    services, scripts = imports(ROOT / "services", "services"), imports(ROOT / "scripts", "")
+    assert cycles(services) == [] and cycles(scripts) == []
+    # the graphs are read, not empty: a cycle would show
+    assert "services.contract" in services["services.evidence.recorder"]
+    assert "bench.procs" in scripts["bench.storm"]
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
