@@ -96,7 +96,9 @@ def main(argv: list[str]) -> int:
     _ensure_venv()
     if argv[0] == "up":
         os.execv(str(BIN / "mcp-lab"), [str(BIN / "mcp-lab"), "up", *argv[1:]])
-    lint = _run([str(BIN / "ruff"), "check", "services", "tests", "scripts", "docs/examples"])
+    # No cache: a stale one can hide what a clean clone (CI) reports.
+    lint = _run([str(BIN / "ruff"), "check", "--no-cache", "services", "tests", "scripts",
+                 "docs/examples"])  # fmt: skip
     if lint != 0:
         print("dev: ruff found problems (see above)", file=sys.stderr)
         return lint

@@ -15,8 +15,9 @@ import itertools
 import json
 import time
 
-from bench.procs import HOST, cpu_seconds
 from rawmcp import PROTOCOL, STATUS_URI, RawClient, Response, jsonrpc_reply
+
+from bench.procs import HOST, cpu_seconds
 
 
 async def reads_per_second(

@@ -8,10 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+from rawmcp import RawClient
+
 from bench.peer import Peer
 from bench.procs import HIDDEN, HOST, ROOT, Proc, _hiding_path, free_port
 from bench.sessions import _CLIENT_ERRORS
-from rawmcp import RawClient
 
 
 async def first_initialize(port: int, timeout: float = 60.0) -> float:

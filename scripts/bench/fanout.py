@@ -7,8 +7,9 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 
-from bench.sessions import setup_sessions, subscribe_all
 from rawmcp import STATUS_URI, RawClient
+
+from bench.sessions import setup_sessions, subscribe_all
 
 UPDATES_CHANNEL = "mcp:resources:updated"
 

@@ -22,11 +22,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rawmcp import STATUS_URI, RawClient
+
 from bench.procs import free_port, start_floor, start_lab
 from bench.rows import _flush
 from bench.sessions import _CLIENT_ERRORS, setup_sessions
 from bench.table import Row, pct
-from rawmcp import STATUS_URI, RawClient
 
 # A notification not there this long after it was due counts as missing.
 MISSING_AFTER_SECONDS = 30.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bench.procs import HOST, cpu_seconds
 from rawmcp import STATUS_URI, RawClient
+
+from bench.procs import HOST, cpu_seconds
 
 
 async def reads_per_second(

@@ -23,13 +23,13 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from devtools import compose_projects
+from rawmcp import RawClient
+
 from bench.fanout import fanout
 from bench.procs import free_port
 from bench.storm import storm
 from bench.table import pct
-from devtools import compose_projects
-from rawmcp import RawClient
-
 from services import contract
 
 ADDRESS_FORMAT = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"

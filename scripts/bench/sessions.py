@@ -6,8 +6,9 @@ import asyncio
 import time
 from collections import Counter
 
-from bench.procs import HOST
 from rawmcp import STATUS_URI, HttpError, RawClient
+
+from bench.procs import HOST
 
 _CLIENT_ERRORS = (OSError, HttpError, asyncio.IncompleteReadError, TimeoutError, ValueError)
 

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.procs import cpu_seconds
-from bench.sessions import setup_sessions, subscribe_all
 from rawmcp import STATUS_URI, RawClient
 
+from bench.procs import cpu_seconds
+from bench.sessions import setup_sessions, subscribe_all
 from services.process.writer import BATCH_TIMEOUT_SECONDS
 
 EVENTS_STREAM = "mcp:events"
