@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
+from services import state
+from services.evidence import build, report
 from services.process.embedded_redis import redis_binary
-from tests.support.lab import STATUS_URI, amcp_lab, connect, lab_env, version_of
+from tests.support.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio
 
@@ -168,9 +170,13 @@ async def test_a_batch_message_notifies_each_named_session_and_records_when_it_w
         assert c.updated == []
         assert server.matching(r"\[resource/update\] uri=\S+ version=3 .*client=first/")
     await server.await_line(r"\[session/end\] .*client=idle/")
-    result = await amcp_lab(lab_env(redis_url), "report", "--format", "json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+    # What `mcp-lab report` prints, from the same report builder, in process.
+    redis = state.connect(redis_url)
+    try:
+        made = await build.build(redis)
+    finally:
+        await redis.aclose()
+    data = report.to_json(made)
     timing = data["lab_timing"]
     assert timing["notifications"] == 2 and timing["late"] == 1 and timing["was_late"]
     assert 5000 <= timing["max_ms"] < 15000
@@ -180,8 +186,8 @@ async def test_a_batch_message_notifies_each_named_session_and_records_when_it_w
     assert sent[0]["due"] is not None and sent[0]["lab_late_ms"] >= 5000
     first = next(c for c in data["clients"] if c["client"] == "first")
     assert not any("after it was due" in n for n in first["notes"])
-    table = await amcp_lab(lab_env(redis_url), "report")
-    assert "note: the lab was late: 1 of 2 notification(s)" in table.stdout, table.stdout
+    table = report.to_table(made)
+    assert "note: the lab was late: 1 of 2 notification(s)" in table, table
 
 
 async def test_one_publish_reaches_subscribed_sessions_on_two_replicas(inproc, redis_url) -> None:
