@@ -125,6 +125,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except CheckError as exc:
         print(f"mcp-lab check: {exc}", file=sys.stderr)
         return ERROR
+    except KeyboardInterrupt:  # the lab and the client are stopped on the way out
+        print("mcp-lab check: interrupted; no verdict", file=sys.stderr)
+        return 130
     render = {"table": to_table, "json": to_json, "junit": to_junit}[args.format]
     text = render(verdicts)
     if args.output is not None:

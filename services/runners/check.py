@@ -25,6 +25,7 @@ from services.runners.clients.definition import ClientDef
 from services.runners.clients.install import cache_dir
 from services.runners.clients.matrix import CHECKLIST, Row, level_name
 from services.scenarios.scenario import Scenario
+from services.untrusted import escape_controls
 
 PASSED, BELOW, ERROR = 0, 1, 2  # the exit codes
 DEFAULT_EXPECT = 6
@@ -125,8 +126,9 @@ def to_table(verdicts: list[Verdict]) -> str:
         row = verdict.row
         level = "-" if row.level is None else f"{row.level} {level_name(row.level)}"
         mark = "PASS" if verdict.passed else "FAIL"
+        who = escape_controls(row.client_info if row.client_info != "-" else row.client)
         lines.append(
-            f"{mark}  {row.client_info if row.client_info != '-' else row.client} "
+            f"{mark}  {who} "
             f"in {row.scenario} over {row.transport}: level {level} "
             f"(expected at least {verdict.expect})"
         )
@@ -135,8 +137,8 @@ def to_table(verdicts: list[Verdict]) -> str:
                 continue  # no model: level 7 cannot be observed
             answer = row.checklist[box].cell() if box in row.checklist else "-"
             lines.append(f"  [{'x' if reached else ' '}] {CHECKLIST[box]:<10} {answer}")
-        for note in row.notes:
-            lines.append(f"  - {note}")
+        for note in row.notes:  # a note may quote what the client chose: one line each
+            lines.append(f"  - {escape_controls(note)}")
         if row.runs:
             lines.append(f"  files: {', '.join(row.runs.values())}")
     return "\n".join(lines)
@@ -145,6 +147,11 @@ def to_table(verdicts: list[Verdict]) -> str:
 def to_json(verdicts: list[Verdict]) -> str:
     data = {"passed": exit_code(verdicts) == PASSED, "verdicts": [v.to_json() for v in verdicts]}
     return json.dumps(data, indent=2)
+
+
+def _notes(row: Row) -> str:
+    """The row's notes for XML: a control character a client chose is not valid there."""
+    return "\n".join(escape_controls(note) for note in row.notes)
 
 
 def to_junit(verdicts: list[Verdict]) -> str:
@@ -169,7 +176,7 @@ def to_junit(verdicts: list[Verdict]) -> str:
             if _ITEM_LEVELS[box] <= verdict.expect:
                 failures += 1
                 failure = ET.SubElement(case, "failure", message=f"{CHECKLIST[box]}: not reached")
-                failure.text = "\n".join(row.notes)
+                failure.text = _notes(row)
             else:
                 skipped += 1
                 ET.SubElement(case, "skipped", message=f"not needed for level {verdict.expect}")
@@ -180,7 +187,7 @@ def to_junit(verdicts: list[Verdict]) -> str:
             failures += 1
             got = "-" if row.level is None else str(row.level)
             failure = ET.SubElement(level, "failure", message=f"level {got} < {verdict.expect}")
-            failure.text = "\n".join(row.notes)
+            failure.text = _notes(row)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("skipped", str(skipped))

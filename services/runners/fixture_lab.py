@@ -68,17 +68,8 @@ class FixtureLab:
         """Update ``uri`` (the scenario's resource by default) for every subscribed
         session now, and wait until the updater has published it."""
 
-        async def bump() -> None:
-            job = contract.UpdateJob(uri=uri or self._lab.scenario.read_uri, target="*")
-            redis = state.connect(self._lab.redis_url)
-            try:
-                await state.ensure_job_group(redis)
-                entry = await state.enqueue_job(redis, job)
-            finally:
-                await redis.aclose()
-            await self._lab.updater.wait_for(rf"job={entry}( published=| had no )", 15.0)
-
-        self._call(bump())
+        job = contract.UpdateJob(uri=uri or self._lab.scenario.read_uri, target="*")
+        self._call(self._lab.enqueue([job]))
 
     def reset(self) -> None:
         """Every state back to version 1, and a new observation run: :meth:`report`

@@ -85,6 +85,13 @@ class RunLab:
             )
             for action in sorted(self.scenario.timeline, key=lambda a: a.after)
         ]
+        line = await self.enqueue(jobs, timeout)
+        self.updates.append(line)
+        return line
+
+    async def enqueue(self, jobs: list[contract.UpdateJob], timeout: float = 15.0) -> str:
+        """Queue ``jobs`` for the updater, and wait until it has applied the first one;
+        returns its log line."""
         since = len(self.updater.lines)
         redis = state.connect(self.redis_url)
         try:
@@ -92,11 +99,9 @@ class RunLab:
             entry_ids = [await state.enqueue_job(redis, job) for job in jobs]
         finally:
             await redis.aclose()
-        line = await self.updater.wait_for(
+        return await self.updater.wait_for(
             rf"job={re.escape(entry_ids[0])}( published=| had no )", timeout, since
         )
-        self.updates.append(line)
-        return line
 
     def timeline_seconds(self) -> float:
         """How long the scenario's timeline runs after its first step."""

@@ -73,3 +73,14 @@ def test_the_own_client_doc_shows_the_examples_as_they_are() -> None:
     client_file = (docs / "examples" / "ideal-client.toml").read_text()
     first_toml = text.split("```toml\n")[1].split("```")[0]
     assert all(line in client_file for line in first_toml.splitlines())
+
+
+def test_what_a_client_chose_is_one_line_in_the_table_and_valid_in_junit() -> None:
+    made = row(3)
+    made.client_info = "evil\x1b[2J\nPASS  forged/1.0"
+    made.notes.append("sent clientInfo \x07boom\nPASS  forged")
+    verdicts = [Verdict(made, 6)]
+    table = to_table(verdicts)
+    assert "\x1b" not in table and "\x07" not in table
+    assert not any(line.startswith("PASS") for line in table.splitlines())
+    ET.fromstring(to_junit(verdicts))  # parses: no raw control character in the XML
