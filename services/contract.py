@@ -297,6 +297,8 @@ def _due(value: int | None) -> int | None:
 UPDATE_ACTION = "update"  # bump the resource's version and notify its subscribers
 ADD_ACTION = "add"  # list a resource hidden until now and send list_changed
 JOB_ACTIONS = frozenset({UPDATE_ACTION, ADD_ACTION})
+# A job field: "1" when the job updates its session only while it is subscribed.
+WHILE_SUBSCRIBED_FIELD = "while_subscribed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,13 +309,16 @@ class UpdateJob:
     or the shared state in shared scope). ``delay`` None means the updater's
     configured delay. ``action`` is :data:`UPDATE_ACTION` (the seed's update) or
     :data:`ADD_ACTION` (a scenario's new resource). The stream entry id carries the
-    time the job was made.
+    time the job was made. ``while_subscribed`` (the jobs a subscribe queues): a
+    session's state is updated only if the session is still subscribed to ``uri``
+    when the job is applied, so a session that left leaves no state behind.
     """
 
     uri: str
     target: str
     delay: float | None = None
     action: str = UPDATE_ACTION
+    while_subscribed: bool = False
 
     def fields(self) -> dict[str, str]:
         """The stream entry's fields."""
@@ -322,6 +327,8 @@ class UpdateJob:
             out["delay"] = repr(float(self.delay))
         if self.action != UPDATE_ACTION:
             out["action"] = self.action
+        if self.while_subscribed:
+            out[WHILE_SUBSCRIBED_FIELD] = "1"
         return out
 
 
@@ -343,7 +350,10 @@ def parse_job(fields: dict[str, str], catalog: Catalog) -> UpdateJob:
     action = fields.get("action") or UPDATE_ACTION
     if action not in JOB_ACTIONS:
         raise BadMessage(f"action {cut(action, 40)!r} is not one of {sorted(JOB_ACTIONS)}")
-    return UpdateJob(uri=uri, target=target, delay=delay, action=action)
+    subscribed = fields.get(WHILE_SUBSCRIBED_FIELD) == "1"
+    return UpdateJob(
+        uri=uri, target=target, delay=delay, action=action, while_subscribed=subscribed
+    )
 
 
 def entry_time_ms(entry_id: str) -> int:
@@ -386,6 +396,11 @@ class Peer:
         them on the connection itself)."""
         return self.transport == Transport.STREAMABLE_HTTP
 
+
+# The JSON-RPC error code of a subscribe refused because its session holds the most
+# subscriptions allowed (MCP_TEST_MAX_SUBSCRIPTIONS_PER_SESSION); the evidence
+# records it as the request's error, and the report counts it.
+SUBSCRIPTION_LIMIT_ERROR = -32010
 
 REASON_IDLE = "idle"
 REASON_UNADVERTISED = "unadvertised"

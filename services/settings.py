@@ -212,6 +212,12 @@ class LabSettings(BaseSettings):
         allow_inf_nan=False,
         description="Seconds between a subscribe and the update the updater makes.",
     )
+    max_subscriptions_per_session: int = Field(
+        100,
+        ge=1,
+        description="Most resources one session may be subscribed to at once; a subscribe "
+        "past it gets an error (the template scenario has a resource per id).",
+    )
     scenario: ScenarioName = Field(
         "single",
         description="The scenario the lab plays (resources, updates, checkpoints; "

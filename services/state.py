@@ -44,13 +44,18 @@ MAX_VERSION_DIGITS = 13
 # A state the lab did not write counts as version 1, as read_state reads it
 # (version not a positive integer of at most MAX_VERSION_DIGITS digits, no text,
 # a key of another type): it is deleted and the update writes a clean one.
-#   KEYS[1] stream, KEYS[2..] state keys
+# A job queued by a subscribe (while_subscribed) updates a session's state only if
+# the session is still in the URI's subscriber set: one that unsubscribed or left
+# (its state keys deleted with it) gets none back.
+#   KEYS[1] stream, KEYS[2] the URI's subscriber set, KEYS[3..] state keys
 #   ARGV: group, uri, channel, text template, version placeholder, ttl, shared
 #         scope name, max sessions per message, max bytes per message, n, then n
 #         entry ids of jobs without a state (nobody subscribed: only acknowledged),
-#         then per state key: entry id, scope, due (ms since the epoch)
-#   Returns per state key its new version (0: its job was applied before), then
-#   per job without a state 1 (acknowledged now) or 0 (applied before).
+#         then per state key: entry id, scope, due (ms since the epoch), while
+#         subscribed (1 or 0)
+#   Returns per state key its new version (0: its job was applied before; -1:
+#   acknowledged, not applied, the session no longer subscribed), then per job
+#   without a state 1 (acknowledged now) or 0 (applied before).
 _APPLY_JOBS = """
 local function current_version(key)
   local kind = redis.call('TYPE', key)['ok']
@@ -89,11 +94,18 @@ local function flush()
     batch, bytes = {}, 0
   end
 end
+-- A subscriber key someone made another type holds no subscriber (as job_targets reads it).
+local members_kept = redis.call('TYPE', KEYS[2])['ok'] == 'set'
 local out = {}
-for i = 2, #KEYS do
-  local at = 10 + bare + (i - 2) * 3
+for i = 3, #KEYS do
+  local at = 10 + bare + (i - 3) * 4
   local entry, scope, due = ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
-  if acknowledge(entry) then
+  local only_subscribed = ARGV[at + 4] == '1' and scope ~= shared
+  if not acknowledge(entry) then
+    out[#out + 1] = 0
+  elseif only_subscribed and (not members_kept or redis.call('SISMEMBER', KEYS[2], scope) == 0) then
+    out[#out + 1] = -1
+  else
     local version = current_version(KEYS[i]) + 1
     local cut = string.find(template, placeholder, 1, true)
     local text = string.sub(template, 1, cut - 1) .. version
@@ -112,8 +124,6 @@ for i = 2, #KEYS do
       bytes = bytes + size
     end
     out[#out + 1] = version
-  else
-    out[#out + 1] = 0
   end
 end
 flush()
@@ -320,6 +330,14 @@ def forget_subscriber_in(
     return added
 
 
+def forget_states_in(pipe: Pipeline, session: str, uris: set[str]) -> int:
+    """Add to ``pipe`` the deletion of an ended session's own states (session scope):
+    its state of each of ``uris`` and its listed resources. Returns how many commands."""
+    keys = [contract.state_key(session, uri) for uri in sorted(uris)]
+    pipe.delete(*keys, contract.listed_key(session))
+    return 1
+
+
 def subscribe_in(
     pipe: Pipeline, uri: str, session: str, replica: str, jobs: list[contract.UpdateJob]
 ) -> int:
@@ -406,6 +424,7 @@ class DueJob:
     entry_id: str
     scopes: list[str]
     due_ms: int
+    while_subscribed: bool = False
 
 
 async def apply_jobs(
@@ -416,12 +435,13 @@ async def apply_jobs(
     template: str,
     channel: str,
     ttl_seconds: int,
-) -> list[list[int] | None]:
+) -> list[list[int | None] | None]:
     """Apply update jobs of ``uri`` once each, in one script: each scope's state becomes
     ``template`` with its new version filled in, and the updates are published (see
-    ``_APPLY_JOBS``). Returns per job its new versions (one per scope), or None for a
-    job applied before."""
-    keys = [contract.JOBS_STREAM]
+    ``_APPLY_JOBS``). Returns per job its new versions (one per scope; None for a
+    session no longer subscribed, with ``while_subscribed``), or None for a job
+    applied before."""
+    keys = [contract.JOBS_STREAM, contract.subscribers_key(uri)]
     bare: list[str] = []
     rows: list[str | int] = []
     for job in jobs:
@@ -429,7 +449,7 @@ async def apply_jobs(
             bare.append(job.entry_id)
         for scope in job.scopes:
             keys.append(contract.state_key(scope, uri))
-            rows += [job.entry_id, scope, job.due_ms]
+            rows += [job.entry_id, scope, job.due_ms, int(job.while_subscribed)]
     args: list[str | int] = [
         contract.JOBS_GROUP,
         uri,
@@ -447,10 +467,10 @@ async def apply_jobs(
     replies = iter(int(v) for v in await redis.eval(_APPLY_JOBS, len(keys), *keys, *args))
     scoped = [[next(replies) for _ in job.scopes] for job in jobs]
     acked = {entry: next(replies) == 1 for entry in bare}
-    out: list[list[int] | None] = []
+    out: list[list[int | None] | None] = []
     for job, versions in zip(jobs, scoped, strict=True):
-        applied = acked[job.entry_id] if not job.scopes else all(v > 0 for v in versions)
-        out.append(versions if applied else None)
+        applied = acked[job.entry_id] if not job.scopes else all(v != 0 for v in versions)
+        out.append([v if v > 0 else None for v in versions] if applied else None)
     return out
 
 

@@ -12,7 +12,8 @@ versions and publishes; only the first acknowledgement applies, so no job is
 applied twice, even if two updaters hold it. Jobs that fall due together are
 applied together: one script per URI for a batch of them, whose updates go out
 as messages naming many sessions each, so a burst of subscribes is notified on
-time (docs/performance.md, "On time"). In burst mode (``mcp-lab updater
+time (docs/performance.md, "On time"); a batch takes one job of each session
+in turn, so no session's many jobs hold another's back. In burst mode (``mcp-lab updater
 --burst``) it applies every job there is, each when due, and returns once idle.
 
 Jobs are read as bytes (the Redis client does not decode them) and checked here:
@@ -107,6 +108,24 @@ def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
         except UnicodeDecodeError as exc:
             raise contract.BadMessage(f"field {logs.shown(key)} is not UTF-8") from exc
     return fields
+
+
+def fair_batch(due: list[_Due], most: int) -> tuple[list[_Due], list[_Due]]:
+    """The next batch of ``due`` jobs (at most ``most``) and the rest, both in their
+    order: the first job of each target, then the second of each, and so on. A
+    session with thousands of jobs due does not hold another's one job back."""
+    if len(due) <= most:
+        return due, []
+    seen: dict[str, int] = {}
+    ranks = []
+    for item in due:
+        rank = seen.get(item.job.target, 0)
+        seen[item.job.target] = rank + 1
+        ranks.append(rank)
+    chosen = set(sorted(range(len(due)), key=lambda at: (ranks[at], at))[:most])
+    batch = [item for at, item in enumerate(due) if at in chosen]
+    rest = [item for at, item in enumerate(due) if at not in chosen]
+    return batch, rest
 
 
 class Updater:
@@ -405,7 +424,7 @@ class Updater:
         the jobs that fall due while one batch is applied make the next one."""
         while self._due:
             await asyncio.sleep(0)  # the jobs due at this same moment join the batch
-            batch, self._due = self._due[:_APPLY_BATCH], self._due[_APPLY_BATCH:]
+            batch, self._due = fair_batch(self._due, _APPLY_BATCH)
             late = time.time() - min(item.due for item in batch)
             if late > _LATE_SECONDS:
                 logger.warning(
@@ -448,7 +467,7 @@ class Updater:
             for item in items
         ]
         jobs = [
-            state.DueJob(item.entry_id, targets, int(item.due * 1000))
+            state.DueJob(item.entry_id, targets, int(item.due * 1000), item.job.while_subscribed)
             for item, targets in zip(items, scopes, strict=True)
         ]
         applied = await state.apply_jobs(
@@ -465,6 +484,15 @@ class Updater:
                 continue
             self.applied += 1
             for scope, version in zip(job.scopes, versions, strict=True):
+                if version is None:
+                    logger.info(
+                        "[updater] job=%s uri=%s: session %s is no longer subscribed; "
+                        "its state not updated",
+                        job.entry_id,
+                        uri,
+                        logs.shorten(scope),
+                    )
+                    continue
                 logger.info(
                     "[resource/update] uri=%s version=%d scope=%s job=%s published=%s",
                     uri,

@@ -92,6 +92,9 @@ def test_job_fields_round_trip() -> None:
     assert contract.parse_job(job.fields(), LAB_CATALOG) == job
     default = contract.UpdateJob("test://review/status", contract.ALL_SUBSCRIBERS)
     assert contract.parse_job(default.fields(), LAB_CATALOG) == default
+    subscribed = contract.UpdateJob("test://review/status", "s1", while_subscribed=True)
+    assert contract.parse_job(subscribed.fields(), LAB_CATALOG) == subscribed
+    assert "while_subscribed" not in job.fields()
 
 
 @pytest.mark.parametrize(

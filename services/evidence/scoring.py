@@ -22,6 +22,7 @@ from services.contract import (
     REASON_IDLE,
     REASON_REPLICA_GONE,
     REASON_UNADVERTISED,
+    SUBSCRIPTION_LIMIT_ERROR,
     Event,
     Transport,
     entry_time_ms,
@@ -284,6 +285,12 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         notes.append(late)
     if tools:
         notes.append(f"{tools} tool call(s); tool calls never raise the level")
+    refused = sum(1 for e in score.events if e.error == SUBSCRIPTION_LIMIT_ERROR)
+    if refused:
+        notes.append(
+            f"{refused} subscribe(s) refused: the session held the most subscriptions "
+            "allowed (MCP_TEST_MAX_SUBSCRIPTIONS_PER_SESSION)"
+        )
     if score.ended_by_server == REASON_IDLE:
         notes.append(
             "never closed its session (no DELETE): the server closed it after "

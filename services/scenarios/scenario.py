@@ -134,10 +134,14 @@ class Scenario:
         """The jobs a subscribe of ``target`` to ``uri`` queues, ``delay`` being the
         lab's update delay."""
         if not self.starts_timeline(uri):
-            return [contract.UpdateJob(uri=uri, target=target, delay=delay)]
+            return [contract.UpdateJob(uri=uri, target=target, delay=delay, while_subscribed=True)]
         return [
             contract.UpdateJob(
-                uri=action.uri or uri, target=target, delay=delay + action.after, action=action.kind
+                uri=action.uri or uri,
+                target=target,
+                delay=delay + action.after,
+                action=action.kind,
+                while_subscribed=action.kind == UPDATE and action.uri is None,
             )
             for action in self.timeline
         ]

@@ -113,10 +113,10 @@ class EventLogMiddleware(Middleware):
         idle = self._lab.http_sessions.expired_idle(peer.session)
         registry = self._lab.registry
         uris = registry.drop(peer.session)
-        registry.forget(peer.session)
+        touched = registry.forget(peer.session)
         # The SDK gives this callback 5 s and then abandons it; in a burst of session
         # ends the Redis clean-up waits its turn longer than that, so it runs apart.
-        self._lab.clean_up_later(peer, uris, idle=idle)
+        self._lab.clean_up_later(peer, uris, idle=idle, touched=touched)
 
 
 class Handlers:

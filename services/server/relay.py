@@ -15,9 +15,16 @@ The channel is read as bytes (the Redis client does not decode it), so a payload
 that is not UTF-8, or is megabytes long, is one ignored message with one short
 log line, not an error that drops the subscription.
 
-One message to many sessions is a fan-out: the version is read once per state
-scope, and the Streamable HTTP sessions' GET streams are written to together
-(the notification built once, the resume events stored together, the evidence
+Delivery is fair between sessions: every message waiting on the channel is read
+at once and queued for the session it is for (a message for every subscriber
+here, for each of them), and each round takes one update of each session in turn
+(:mod:`services.server.fair_queue`). A session with thousands of updates due
+does not push another session's one update back: that one goes out in the next
+round.
+
+One round is one fan-out: the versions not named are read once per state scope
+and URI, and the Streamable HTTP sessions' GET streams are written to together
+(each notification built once, the resume events stored together, the evidence
 records written together; see ``Relay._fan_out`` and docs/performance.md,
 "Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified
 through their own senders. Each send is bounded, so one stuck client does not
@@ -28,11 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import cast
+from typing import Any, cast
 
 import anyio
 import mcp_types
@@ -49,6 +57,7 @@ from services.logs import event, events
 from services.process import heap
 from services.process.reconnect import keep_running
 from services.server import mcp_adapter
+from services.server.fair_queue import FairQueue
 from services.server.mcp_adapter import PreparedNotification
 from services.server.resume.eventstore import store_events
 from services.server.sessions import SessionRegistry, Subscriber
@@ -59,8 +68,12 @@ logger = logging.getLogger("mcp_lab.relay")
 UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 _SEND_TIMEOUT_SECONDS = 5.0
 _SHOWN_PAYLOAD_CHARS = 120
-# How many messages waiting on the channel one round relays together at most.
-_DRAIN_MESSAGES = 100
+# How many messages one look at the channel reads at most, and how many
+# notifications may wait in the relay's queue (past it they wait on the channel).
+_DRAIN_MESSAGES = 5_000
+_MAX_QUEUED = 100_000
+# How many sessions one round serves at most (one update each).
+_ROUND_SESSIONS = 1_000
 _NO_STREAM = "delivered=no (no open GET stream)"
 # Event loop rounds a fan-out yields for the GET streams' writers before its
 # bookkeeping (measured: enough for 1,000 sessions' notifications to reach the socket).
@@ -117,11 +130,16 @@ class _Outcome:
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """One subscriber of an update: the version to tell it, and when it was due."""
+    """One subscriber of an update: the URI, the version to tell it, when it was due."""
 
     target: Subscriber
+    uri: str
     version: int | str | None
     due_ms: int | None
+
+
+# A subscriber with the update it is to hear of.
+_Update = tuple[Subscriber, contract.UpdateMessage]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +147,22 @@ class _Pending:
     """One event of a fan-out, on its way to a session's GET stream."""
 
     target: Subscriber
+    uri: str
     method: str
     version: int | str | None
     event: EventMessage
     due_ms: int | None
 
-    def outcome(self, uri: str, delivered: bool, problem: str) -> _Outcome:
+    def outcome(self, delivered: bool, problem: str) -> _Outcome:
         return _Outcome(
-            self.target, self.method, uri, self.version, delivered, problem, now_ms(), self.due_ms
+            self.target,
+            self.method,
+            self.uri,
+            self.version,
+            delivered,
+            problem,
+            now_ms(),
+            self.due_ms,
         )
 
 
@@ -178,6 +204,8 @@ class Relay:
         self.messages_relayed = 0
         self.messages_ignored = 0
         self._listened_before = False
+        # The messages read from the channel and not relayed yet, per session.
+        self._queue: FairQueue[contract.UpdateMessage] = FairQueue()
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting after any error (Redis or not)."""
@@ -206,25 +234,26 @@ class Relay:
             self._listened_before = True
             wanted = channel.encode()
             while True:
-                # Everything that arrived meanwhile is relayed together: under a burst the
-                # updater's messages come faster than one fan-out each can go out.
-                first = await pubsub.get_message(timeout=None)
-                messages = [first] if first is not None else []
-                while len(messages) < _DRAIN_MESSAGES:
+                # Everything that arrived meanwhile is queued, then one round goes out:
+                # what arrives during a round joins the queue before the next one.
+                if not self._queue:
+                    self._take_message(await pubsub.get_message(timeout=None), wanted)
+                for _ in range(_DRAIN_MESSAGES):
+                    if len(self._queue) >= _MAX_QUEUED:
+                        break
                     more = await pubsub.get_message(timeout=0.0)
                     if more is None:
                         break
-                    messages.append(more)
-                payloads = [
-                    m["data"]
-                    for m in messages
-                    if m.get("type") == "message" and m.get("channel") == wanted
-                ]
-                if payloads:
-                    await self.handle_many(payloads)
+                    self._take_message(more, wanted)
+                await self._serve_round()
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()
+
+    def _take_message(self, message: dict[str, Any] | None, wanted: bytes) -> None:
+        if message is not None and message.get("type") == "message":
+            if message.get("channel") == wanted:
+                self._take(message["data"])
 
     def _disconnected(self) -> None:
         self.state = RelayState.DISCONNECTED
@@ -257,7 +286,7 @@ class Relay:
                         target.peer.session,
                     )
                     update = contract.UpdateMessage(uri, target.peer.session, current)
-                    await self._notify_all(uri, [(target, update)])
+                    await self._notify_all([(target, update)])
         relisted = await self._reconcile_listed()
         logger.info(
             "[relay] reconcile checked=%d notified=%d list_changed=%d", checked, notified, relisted
@@ -291,64 +320,85 @@ class Relay:
         await self.handle_many([payload])
 
     async def handle_many(self, payloads: list[bytes | str]) -> None:
-        """Relay payloads that arrived together, in one go: the updates of one URI
-        written with one fan-out (a ``listed`` message on its own, in its place).
-        Never raises for a bad payload: it is logged and skipped."""
-        updates: dict[str, list[tuple[Subscriber, contract.UpdateMessage]]] = {}
+        """Relay payloads that arrived together: queue them, then serve rounds until
+        none is left. Never raises for a bad payload: it is logged and skipped."""
         for payload in payloads:
-            try:
-                messages = contract.parse_update_messages(payload, self._catalog)
-            except contract.BadMessage as exc:
-                self.messages_ignored += 1
-                logger.warning(
-                    "[relay] ignored message: %s (payload=%s)",
-                    logs.shorten(str(exc)),
-                    logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
+            self._take(payload)
+        while self._queue:
+            await self._serve_round()
+
+    def _take(self, payload: bytes | str) -> None:
+        """Queue one payload's messages, each for the session it is for (a message
+        for every subscriber here: one for each of their sessions); a bad payload
+        is logged and counted."""
+        try:
+            messages = contract.parse_update_messages(payload, self._catalog)
+        except contract.BadMessage as exc:
+            self.messages_ignored += 1
+            logger.warning(
+                "[relay] ignored message: %s (payload=%s)",
+                logs.shorten(str(exc)),
+                logs.shown(payload, _SHOWN_PAYLOAD_CHARS),
+            )
+            return
+        queued = [m for message in messages for m in self._for_sessions_here(message)]
+        if queued:
+            self.messages_relayed += 1
+        elif messages[0].kind != contract.LISTED_KIND:
+            self._log_nobody(messages)
+        for message in queued:
+            self._queue.put(cast(str, message.session), message)
+
+    def _for_sessions_here(self, message: contract.UpdateMessage) -> list[contract.UpdateMessage]:
+        """``message`` for each session here it is for: itself when it names one held
+        here, else one copy per session here that hears it."""
+        if message.kind == contract.LISTED_KIND:
+            listeners = self._registry.list_listeners(message.session)
+            sessions = list(dict.fromkeys(t.peer.session for t in listeners))
+            if not sessions:
+                logger.info(
+                    "[relay] listed uri=%s session=%s: list_changed to 0 listener(s)",
+                    message.uri,
+                    logs.shorten(message.session or "*"),
                 )
-                continue
-            first = messages[0]
-            if first.kind == contract.LISTED_KIND:
-                await self._notify_each(updates)  # the updates before it go first
-                updates = {}
-                await self._list_changed(first)
-                continue
-            targets = self._targets(messages)
-            if targets:
-                self.messages_relayed += 1
-                updates.setdefault(first.uri, []).extend(targets)
-        await self._notify_each(updates)
+        else:
+            held = self._registry.subscribers(message.uri, message.session)
+            sessions = list(dict.fromkeys(t.peer.session for t in held))
+        if message.session is not None:
+            return [message] if sessions else []
+        return [dataclasses.replace(message, session=session) for session in sessions]
 
-    async def _notify_each(
-        self, updates: dict[str, list[tuple[Subscriber, contract.UpdateMessage]]]
-    ) -> None:
-        for uri, targets in updates.items():
-            await self._notify_all(uri, targets)
+    @staticmethod
+    def _log_nobody(messages: list[contract.UpdateMessage]) -> None:
+        first = messages[0]
+        if len(messages) == 1:
+            logger.info(
+                "[relay] no subscribed session here for uri=%s session=%s",
+                first.uri,
+                logs.shorten(first.session or "*"),
+            )
+        else:
+            logger.info(
+                "[relay] none of the %d sessions of a batch is here (uri=%s)",
+                len(messages),
+                first.uri,
+            )
 
-    def _targets(
-        self, messages: list[contract.UpdateMessage]
-    ) -> list[tuple[Subscriber, contract.UpdateMessage]]:
-        """The subscribers here of one payload's updates, each with its update."""
-        targets = [
+    async def _serve_round(self) -> None:
+        """Relay one queued message of each session in turn (at most
+        ``_ROUND_SESSIONS``): the updates in one fan-out, list_changed beside them."""
+        messages = self._queue.round(_ROUND_SESSIONS)
+        listed = [m for m in messages if m.kind == contract.LISTED_KIND]
+        updates = [
             (target, message)
             for message in messages
+            if message.kind != contract.LISTED_KIND
             for target in self._registry.subscribers(message.uri, message.session)
             if not self._already_told(target, message)
         ]
-        if not targets:
-            first = messages[0]
-            if len(messages) == 1:
-                logger.info(
-                    "[relay] no subscribed session here for uri=%s session=%s",
-                    first.uri,
-                    logs.shorten(first.session or "*"),
-                )
-            else:
-                logger.info(
-                    "[relay] none of the %d sessions of a batch is here (uri=%s)",
-                    len(messages),
-                    first.uri,
-                )
-        return targets
+        await asyncio.gather(
+            self._notify_all(updates), *(self._list_changed(message) for message in listed)
+        )
 
     async def _list_changed(self, message: contract.UpdateMessage) -> None:
         """A scenario listed a new resource: ``list_changed`` to whoever hears it in
@@ -385,45 +435,38 @@ class Relay:
         )
         return True
 
-    async def _notify_all(
-        self, uri: str, targets: list[tuple[Subscriber, contract.UpdateMessage]]
-    ) -> None:
-        """Notify each target of its update of ``uri`` (one payload: one session, every
-        subscriber, or the updater's batch of many sessions): a version not named read
-        once per state scope (not per session), the Streamable HTTP sessions' GET
-        streams written to together (:meth:`_fan_out`), every other subscriber through
-        its own sender. Concurrently, each bounded: one stuck client must not hold up
-        the others."""
-        versions = await self._versions(uri, targets)
+    async def _notify_all(self, targets: list[_Update]) -> None:
+        """Notify each target of its update (of one URI or of many): the versions not
+        named read once per state scope and URI (not per session), the Streamable HTTP
+        sessions' GET streams written to together (:meth:`_fan_out`), every other
+        subscriber through its own sender. Concurrently, each bounded: one stuck
+        client must not hold up the others."""
+        if not targets:
+            return
+        versions = await self._versions(targets)
         direct: list[_Target] = []
         others: list[_Target] = []
         for (target, message), version in zip(targets, versions, strict=True):
+            uri = message.uri
             if isinstance(version, int):
                 target.known[uri] = max(version, target.known.get(uri, 0))
             stream = target.get_stream
-            one = _Target(target, version, message.due_ms)
+            one = _Target(target, uri, version, message.due_ms)
             (direct if stream is not None and stream.usable else others).append(one)
-        await asyncio.gather(
-            self._fan_out(direct, uri),
-            *(self._notify(one, uri) for one in others),
-        )
+        await asyncio.gather(self._fan_out(direct), *(self._notify(one) for one in others))
 
-    async def _versions(
-        self, uri: str, targets: list[tuple[Subscriber, contract.UpdateMessage]]
-    ) -> list[int | str | None]:
+    async def _versions(self, targets: list[_Update]) -> list[int | str | None]:
         """Per target, the version to tell: its message's, else the current one of
-        its state scope, read once per scope (``"?"`` if Redis could not say)."""
+        its state scope, read once per scope and URI (``"?"`` if Redis could not say)."""
         scope_of = self._settings.state_scope
-        unnamed = [t for t, m in targets if m.version is None]
-        scopes = list(dict.fromkeys(contract.scope_of(t.peer.session, scope_of) for t in unnamed))
-        read = await asyncio.gather(*(self._read_version(scope, uri) for scope in scopes))
-        current = dict(zip(scopes, read, strict=True))
-        return [
-            m.version
-            if m.version is not None
-            else current[contract.scope_of(t.peer.session, scope_of)]
-            for t, m in targets
-        ]
+
+        def where(target: Subscriber, message: contract.UpdateMessage) -> tuple[str, str]:
+            return contract.scope_of(target.peer.session, scope_of), message.uri
+
+        unnamed = list(dict.fromkeys(where(t, m) for t, m in targets if m.version is None))
+        read = await asyncio.gather(*(self._read_version(scope, uri) for scope, uri in unnamed))
+        current = dict(zip(unnamed, read, strict=True))
+        return [m.version if m.version is not None else current[where(t, m)] for t, m in targets]
 
     def _prepared(self, uri: str) -> list[tuple[str, PreparedNotification]]:
         """The notifications of one update, as the SDK would build them, built once."""
@@ -436,29 +479,29 @@ class Relay:
             prepared.append((LIST_CHANGED, mcp_adapter.prepared_notification(changed)))
         return prepared
 
-    async def _fan_out(self, targets: list[_Target], uri: str) -> None:
+    async def _fan_out(self, targets: list[_Target]) -> None:
         """Notify Streamable HTTP sessions by writing to their GET streams directly,
-        as the SDK's message router would: the notification built and serialised
-        once; every session's event stored for resumption (together, see
+        as the SDK's message router would: each URI's notification built and
+        serialised once; every session's event stored for resumption (together, see
         :func:`store_events`; each gets its own event id), then put on the session's
         GET stream queue if one is open. A queue that is full (a client not
         reading) gets a bounded wait of its own; the rest are recorded at once.
         Delivered: the lab saw the GET stream open and the put succeeded."""
         if not targets:
             return
-        prepared = self._prepared(uri)
+        prepared = {uri: self._prepared(uri) for uri in dict.fromkeys(t.uri for t in targets)}
         entries: list[tuple[EventStore, str, JSONRPCMessage]] = []
         for one in targets:
             store = cast(mcp_adapter.GetStream, one.target.get_stream).event_store
             if store is not None:
-                entries += [(store, GET_STREAM_KEY, message) for _, message in prepared]
+                entries += [(store, GET_STREAM_KEY, message) for _, message in prepared[one.uri]]
         ids = iter(await self._store(entries))
         outcomes: list[_Outcome] = []
         blocked: list[tuple[_Pending, list[_Pending]]] = []
         # The puts and the writers' rounds allocate in a burst; a collection then
         # would hold up every notification (services/process/heap.py). Bounded: no I/O here.
         with heap.collection_deferred():
-            self._put_all(targets, uri, prepared, ids, outcomes, blocked)
+            self._put_all(targets, prepared, ids, outcomes, blocked)
             # Logged before anything else runs: a client's re-read prompted by the
             # notification must not reach the log before the notification does.
             _log(outcomes)
@@ -471,14 +514,13 @@ class Relay:
                 # flushed after the relay stops).
                 await self._record(outcomes)
         if blocked:
-            late = await asyncio.gather(*(self._push(uri, first, rest) for first, rest in blocked))
+            late = await asyncio.gather(*(self._push(first, rest) for first, rest in blocked))
             await self._record([outcome for some in late for outcome in some])
 
     def _put_all(
         self,
         targets: list[_Target],
-        uri: str,
-        prepared: list[tuple[str, PreparedNotification]],
+        prepared: dict[str, list[tuple[str, PreparedNotification]]],
         ids: Iterator[str | None],
         outcomes: list[_Outcome],
         blocked: list[tuple[_Pending, list[_Pending]]],
@@ -491,12 +533,14 @@ class Relay:
             queue = stream.queue()
             can_deliver = self._registry.can_deliver(one.target)
             pending = []
-            for method, message in prepared:
+            for method, message in prepared[one.uri]:
                 event = EventMessage(message, next(ids) if kept else None)
-                pending.append(_Pending(one.target, method, one.version, event, one.due_ms))
+                pending.append(
+                    _Pending(one.target, one.uri, method, one.version, event, one.due_ms)
+                )
             for at, item in enumerate(pending):
                 if queue is None:  # the SDK would store it and drop it, as here
-                    outcomes.append(item.outcome(uri, False, _NO_STREAM))
+                    outcomes.append(item.outcome(False, _NO_STREAM))
                     continue
                 try:
                     queue.send_nowait(item.event)
@@ -504,10 +548,10 @@ class Relay:
                     blocked.append((item, pending[at + 1 :]))
                     break
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    outcomes.append(item.outcome(uri, False, _failed(exc)))
+                    outcomes.append(item.outcome(False, _failed(exc)))
                 else:
                     problem = "" if can_deliver else _NO_STREAM
-                    outcomes.append(item.outcome(uri, can_deliver, problem))
+                    outcomes.append(item.outcome(can_deliver, problem))
 
     async def _store(
         self, entries: list[tuple[EventStore, str, JSONRPCMessage]]
@@ -521,20 +565,20 @@ class Relay:
             return []
         return await store_events(entries)
 
-    async def _push(self, uri: str, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
+    async def _push(self, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
         """Put events on a GET stream whose queue is full, each send bounded and
         logged as soon as it is done (no event-loop turn between)."""
         outcomes = []
         for item in [first, *rest]:
-            outcome = await self._push_one(uri, item)
+            outcome = await self._push_one(item)
             _log([outcome])
             outcomes.append(outcome)
         return outcomes
 
-    async def _push_one(self, uri: str, item: _Pending) -> _Outcome:
+    async def _push_one(self, item: _Pending) -> _Outcome:
         queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
         if queue is None:
-            return item.outcome(uri, False, _NO_STREAM)
+            return item.outcome(False, _NO_STREAM)
         try:
             async with asyncio.timeout(_SEND_TIMEOUT_SECONDS):
                 await queue.send(item.event)
@@ -545,9 +589,9 @@ class Relay:
                 item.target.peer.session,
                 exc,
             )
-            return item.outcome(uri, False, _failed(exc))
+            return item.outcome(False, _failed(exc))
         delivered = self._registry.can_deliver(item.target)
-        return item.outcome(uri, delivered, "" if delivered else _NO_STREAM)
+        return item.outcome(delivered, "" if delivered else _NO_STREAM)
 
     async def _record(self, outcomes: list[_Outcome]) -> None:
         """The evidence records of sent notifications, in one batch: while they are
@@ -555,9 +599,9 @@ class Relay:
         if outcomes:
             await self._recorder.sent_many([o.sent() for o in outcomes])
 
-    async def _notify(self, one: _Target, uri: str) -> None:
+    async def _notify(self, one: _Target) -> None:
         """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
-        target, version = one.target, one.version
+        target, version, uri = one.target, one.version, one.uri
         event("resource/update", f"uri={uri} version={version}", target.peer)
         await self._send(target, UPDATED, uri, version, target.send_updated(uri), one.due_ms)
         if self._settings.send_list_changed:

@@ -64,6 +64,16 @@ async def bounded_error_data(ctx: ServerRequestContext[Any], call_next: CallNext
         raise
 
 
+def subscription_limit(uri: str, limit: int) -> MCPError:
+    """The error of a subscribe past the session's limit of subscriptions."""
+    return MCPError(
+        code=contract.SUBSCRIPTION_LIMIT_ERROR,
+        message=f"Subscription limit reached: this session already holds {limit} "
+        "subscriptions (unsubscribe from one first)",
+        data={"uri": untrusted.cut(uri, untrusted.URI_CHARS), "limit": limit},
+    )
+
+
 def redis_failed(exc: Exception) -> MCPError:
     """The error a client gets while Redis cannot be reached."""
     logger.error("[lab] redis unavailable: %s", exc)
@@ -136,7 +146,11 @@ class Lab:
         subscribes queues in the writer and waits its turn, where each of four pool
         commands per subscribe waited for a connection at most
         ``MCP_TEST_REDIS_POOL_TIMEOUT_SECONDS`` and a loaded burst of ~10,000 was
-        refused "No connection available." past it."""
+        refused "No connection available." past it.
+
+        A session holds at most ``MCP_TEST_MAX_SUBSCRIPTIONS_PER_SESSION`` subscriptions
+        (its streams together): one more gets :func:`subscription_limit`."""
+        self._check_limit(subscriber, uri)
         registered = self.registry.subscribe(subscriber, uri)
         try:
             registered.known[uri] = (await self.read(subscriber.peer, uri, batched=True))[0]
@@ -144,6 +158,22 @@ class Lab:
         except MCPError:
             self.registry.unsubscribe(registered.key, uri)
             raise
+
+    def _check_limit(self, subscriber: Subscriber, uri: str) -> None:
+        """Refuse a new subscription past the session's limit (a repeated one is not new)."""
+        session = subscriber.peer.session
+        limit = self.settings.max_subscriptions_per_session
+        if self.registry.subscriptions(session) < limit:
+            return
+        if any(subscriber.key == s.key for s in self.registry.subscribers(uri, session)):
+            return
+        event(
+            protocol.SUBSCRIBE,
+            f"uri={untrusted.cut(uri, untrusted.URI_CHARS)}",
+            subscriber.peer,
+            f"error=limit ({limit} subscriptions held)",
+        )
+        raise subscription_limit(uri, limit)
 
     async def _schedule_update(self, peer: Peer, uri: str) -> str:
         """Record ``peer`` as subscribed to ``uri`` and queue the scenario's jobs for it
@@ -195,26 +225,38 @@ class Lab:
         """Whether this replica still holds a subscription of ``peer``'s session."""
         return any(s.peer.session == peer.session for s in self.registry.all_subscribers())
 
-    def clean_up_later(self, peer: Peer, uris: set[str], *, idle: bool = False) -> None:
-        """Drop an ended session's subscriptions and kept events from Redis, in a
-        task of its own (awaited at shutdown), then log (and, when the server ended
-        it for idleness, record) the session's end."""
-        task = asyncio.create_task(self._clean_up(peer, uris, idle), name=f"end {peer.session}")
+    def clean_up_later(
+        self, peer: Peer, uris: set[str], *, idle: bool = False, touched: set[str] | None = None
+    ) -> None:
+        """Drop an ended session's subscriptions, kept events and (in session scope) its
+        states of ``touched`` (every URI it subscribed to) from Redis, in a task of its
+        own (awaited at shutdown), then log (and, when the server ended it for
+        idleness, record) the session's end."""
+        owned = touched if self.settings.state_scope != contract.SHARED_SCOPE else None
+        task = asyncio.create_task(
+            self._clean_up(peer, uris, idle, owned or set()), name=f"end {peer.session}"
+        )
         self.cleanups.add(task)
         task.add_done_callback(self.cleanups.discard)
 
-    async def _clean_up(self, peer: Peer, uris: set[str], idle: bool) -> None:
+    async def _clean_up(self, peer: Peer, uris: set[str], idle: bool, states: set[str]) -> None:
         dropped = [u for u in sorted(uris) if not self.registry.subscribers(u, peer.session)]
         disown = bool(dropped) and not self._holds_any(peer)
         forget_events = peer.on_streamable_http and self.settings.resumable
+        forget_states = bool(states) or (
+            bool(self.scenario.hidden) and self.settings.state_scope != contract.SHARED_SCOPE
+        )
 
         def add(pipe: Any) -> int:
             replica = self.replica if disown else None
-            return state.forget_subscriber_in(
+            added = state.forget_subscriber_in(
                 pipe, [peer.session], dropped, replica=replica, kept_events=forget_events
             )
+            if forget_states:
+                added += state.forget_states_in(pipe, peer.session, states)
+            return added
 
-        if dropped or forget_events:
+        if dropped or forget_events or forget_states:
             try:
                 await self.writer.submit(add)
             except (RedisError, OSError) as exc:
@@ -245,7 +287,8 @@ class Lab:
         subscribed URIs): a ``session/end`` with reason ``replica-gone`` per URI, with
         the version its state has now, so an update applied but never delivered
         shows in the report. Only the session id is known here (not its client): the
-        report names the client from the session's earlier evidence."""
+        report names the client from the session's earlier evidence. Their states (in
+        session scope) are deleted then."""
         for session, uris in sessions.items():
             peer = Peer(session=session)
             held: list[str | None] = list(uris) or [None]
@@ -259,6 +302,18 @@ class Lab:
                 gone = "its server replica is gone"
                 event(protocol.SESSION_END, gone, peer, f"version={version}")
                 await self.recorder.ended(peer, contract.REASON_REPLICA_GONE, uri, version)
+        if not sessions or self.settings.state_scope == contract.SHARED_SCOPE:
+            return
+
+        def add(pipe: Any) -> int:  # their states go with them, read above
+            return sum(state.forget_states_in(pipe, s, set(u)) for s, u in sessions.items())
+
+        try:
+            await self.writer.submit(add)
+        except (RedisError, OSError) as exc:
+            logger.warning(
+                "[lab] could not delete the states of %d session(s): %s", len(sessions), exc
+            )
 
     def event_store(self, session: str) -> RedisEventStore:
         """Where the SSE events sent to ``session`` are kept for resumption."""

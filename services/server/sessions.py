@@ -50,6 +50,9 @@ class Subscriber:
 # Bounds of what SessionRegistry.repeated_read notes (sessions; URIs per session).
 _READS_SESSIONS = 20_000
 _READS_URIS = 32
+# The most URIs noted per session for deleting its states when it ends (past it a
+# state is left to expire, MCP_TEST_STATE_TTL_SECONDS).
+_TOUCHED_URIS = 10_000
 
 
 class SessionRegistry:
@@ -64,6 +67,11 @@ class SessionRegistry:
         self._list_listeners: dict[str, Subscriber] = {}
         # Per session, the version of each URI it last read (see repeated_read).
         self._reads: dict[str, dict[str, int]] = {}
+        # Per session, every URI it subscribed to (see forget).
+        self._touched: dict[str, set[str]] = {}
+        # Per URI, its subscribers (by key); per session, its subscriptions here.
+        self._by_uri: dict[str, dict[str, Subscriber]] = {}
+        self._counts: dict[str, int] = {}
 
     def repeated_read(self, session: str, uri: str, version: int) -> bool:
         """Whether ``session`` reads ``uri`` at the version it read last (its read
@@ -86,11 +94,24 @@ class SessionRegistry:
         """Note a session that initialized here, subscribed or not."""
         self._peers[peer.session] = peer
 
-    def forget(self, session: str) -> None:
-        """Drop an ended session from the known peers (and its list listener)."""
+    def forget(self, session: str) -> set[str]:
+        """Drop an ended session from the known peers (and its list listener); returns
+        every URI it subscribed to here (whose state the session may own)."""
         self._peers.pop(session, None)
         self._list_listeners.pop(session, None)
         self._reads.pop(session, None)
+        return self._touched.pop(session, set())
+
+    def subscriptions(self, session: str) -> int:
+        """How many subscriptions ``session`` holds here (over all its streams)."""
+        return self._counts.get(session, 0)
+
+    def _count(self, session: str, change: int) -> None:
+        left = self._counts.get(session, 0) + change
+        if left > 0:
+            self._counts[session] = left
+        else:
+            self._counts.pop(session, None)
 
     def listen_for_list(self, listener: Subscriber) -> None:
         """``listener`` hears ``list_changed`` from now on (until forgotten or dropped)."""
@@ -128,7 +149,13 @@ class SessionRegistry:
         """Add ``uri`` to the subscriptions of ``subscriber`` (or of the one already
         registered under its key, which is returned)."""
         entry = self._subscribers.setdefault(subscriber.key, subscriber)
-        entry.uris.add(uri)
+        if uri not in entry.uris:
+            entry.uris.add(uri)
+            self._by_uri.setdefault(uri, {})[entry.key] = entry
+            self._count(entry.peer.session, 1)
+        touched = self._touched.setdefault(subscriber.peer.session, set())
+        if len(touched) < _TOUCHED_URIS:
+            touched.add(uri)
         return entry
 
     def unsubscribe(self, key: str, uri: str) -> bool:
@@ -137,15 +164,29 @@ class SessionRegistry:
         if entry is None or uri not in entry.uris:
             return False
         entry.uris.discard(uri)
+        self._unindex(entry, uri)
+        self._count(entry.peer.session, -1)
         if not entry.uris:
             del self._subscribers[key]
         return True
+
+    def _unindex(self, entry: Subscriber, uri: str) -> None:
+        by_key = self._by_uri.get(uri)
+        if by_key is not None:
+            by_key.pop(entry.key, None)
+            if not by_key:
+                del self._by_uri[uri]
 
     def drop(self, key: str) -> set[str]:
         """Forget a subscriber (an ended session or stream); returns its URIs."""
         self._list_listeners.pop(key, None)
         entry = self._subscribers.pop(key, None)
-        return set(entry.uris) if entry else set()
+        if entry is None:
+            return set()
+        for uri in entry.uris:
+            self._unindex(entry, uri)
+        self._count(entry.peer.session, -len(entry.uris))
+        return set(entry.uris)
 
     def all_subscribers(self) -> list[Subscriber]:
         """Every subscriber here."""
@@ -153,11 +194,10 @@ class SessionRegistry:
 
     def subscribers(self, uri: str, session: str | None = None) -> list[Subscriber]:
         """Subscribers here to ``uri`` (only those of ``session``, when given)."""
-        return [
-            s
-            for s in self._subscribers.values()
-            if uri in s.uris and (session is None or s.peer.session == session)
-        ]
+        by_key = self._by_uri.get(uri)
+        if not by_key:
+            return []
+        return [s for s in by_key.values() if session is None or s.peer.session == session]
 
     def __len__(self) -> int:
         """Number of live sessions known here."""

@@ -213,3 +213,39 @@ async def test_updater_job_for_a_session_on_another_replica_reaches_it(inproc) -
         assert version_of(await b.read_text()) == 2
         await a.session.send_ping()
         assert a.updated == []
+
+
+async def test_a_session_with_hundreds_of_updates_waiting_does_not_hold_another_back(
+    inproc,
+) -> None:
+    """Fair delivery: 500 updates of one session arrive before another session's one;
+    that one goes out in the first round, not after the 500 (it went last before)."""
+    server, url = await inproc.server(
+        scenario="template",
+        update_delay_seconds=NO_AUTO_UPDATE,
+        max_subscriptions_per_session="100",
+    )
+    flood_uris = [f"test://review/flood-{at}" for at in range(50)]
+    async with connect(url, "flooder") as flooder, connect(url, "victim") as victim:
+        for uri in flood_uris:
+            await flooder.session.subscribe_resource(uri)
+        await victim.session.subscribe_resource("test://review/victim")
+        ids = {}
+        for name in ("flooder", "victim"):
+            line = await server.await_line(rf"\[initialize\] .*client={name}/")
+            ids[name] = line.split("session=")[1].split()[0]
+        payloads: list[bytes | str] = [
+            json.dumps({"uri": uri, "session": ids["flooder"], "version": version})
+            for version in range(2, 12)
+            for uri in flood_uris
+        ]
+        payloads.append(
+            json.dumps({"uri": "test://review/victim", "session": ids["victim"], "version": 2})
+        )
+        mark = server.mark()
+        await server.run_here(server.lab.relay.handle_many(payloads))
+        assert await victim.wait_updated(1) == ["test://review/victim"]
+        sent = server.matching(r"\[notification/send\] ", since=mark)
+        assert len(sent) == 501
+        first_victim = next(at for at, line in enumerate(sent) if "client=victim/" in line)
+        assert first_victim <= 1, sent[:3]

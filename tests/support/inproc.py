@@ -23,8 +23,8 @@ import contextlib
 import contextvars
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2
@@ -43,6 +43,7 @@ _component: contextvars.ContextVar[LogLines | None] = contextvars.ContextVar(
 )
 # netloc (127.0.0.1:port) -> the in-process server answering there
 _servers: dict[str, InProcServer] = {}
+T = TypeVar("T")
 _FORMAT = logging.Formatter("%(levelname)-7s %(message)s")
 START_SECONDS = 15.0
 
@@ -290,6 +291,10 @@ class InProcServer(LogLines):
             "[lab] server ready url=%s (in process) relay=%s", self.url, self.lab.relay.state
         )
 
+    async def run_here(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await ``work`` as part of this server: its log lines are this server's."""
+        return await asyncio.get_running_loop().create_task(work, context=_in_context(self))
+
     async def _lifespan(self, up: asyncio.Future[None]) -> None:
         to_app: asyncio.Queue[Message] = asyncio.Queue()
         to_app.put_nowait({"type": "lifespan.startup"})
@@ -457,5 +462,3 @@ def client_entry(data: dict, name: str) -> dict:
     matches = [c for c in data["clients"] if c["client"] == name]
     assert len(matches) == 1, data["clients"]
     return matches[0]
-
-

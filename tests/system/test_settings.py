@@ -31,6 +31,7 @@ BAD: dict[str, str] = {
     "updated_status": "line one\nline two",
     "state_scope": "global",
     "update_delay_seconds": "-1",
+    "max_subscriptions_per_session": "0",
     "scenario": "no-such-scenario",
     "updates_channel": "",
     "send_list_changed": "maybe",

@@ -5,6 +5,7 @@ event loop (tests/support/inproc.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -12,6 +13,7 @@ import pytest
 import redis
 
 from services import contract, state
+from services import updater as updater_module
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
 from tests.support.lab import STATUS_URI, connect, version_of
 
@@ -99,6 +101,29 @@ async def test_apply_jobs_applies_a_job_only_once(redis_url, redis_client) -> No
         assert text == REVIEW_STATUS.updated_template("reviewed").replace("{version}", "2")
         assert 0 < redis_client.ttl(contract.state_key("s1", STATUS_URI)) <= 60
         assert redis_client.xlen(contract.JOBS_STREAM) == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_a_job_queued_by_a_subscribe_leaves_a_session_that_left_alone(
+    redis_url, redis_client
+) -> None:
+    """``while_subscribed``: the state of a session still in the URI's subscriber set
+    is updated, that of one that left is not made again (acknowledged all the same)."""
+    redis = state.connect(redis_url)
+    try:
+        jobs = [contract.UpdateJob(STATUS_URI, s, while_subscribed=True) for s in ("in", "out")]
+        ids = await _claimed_jobs(redis, jobs)
+        redis_client.sadd(contract.subscribers_key(STATUS_URI), "in")
+        due = [
+            state.DueJob(entry, [s], 1, True) for entry, s in zip(ids, ("in", "out"), strict=True)
+        ]
+        assert await state.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [[2], [None]]
+        assert redis_client.exists(contract.state_key("out", STATUS_URI)) == 0
+        assert redis_client.hget(contract.state_key("in", STATUS_URI), "version") == "2"
+        assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 0
+        # Applied (or skipped) once: a second try changes nothing.
+        assert await state.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [None, None]
     finally:
         await redis.aclose()
 
@@ -246,3 +271,20 @@ async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_workin
     assert len(updater.matching(r"\[updater\] dropped bad job")) == 1 + len(hostile)
     assert updater.matching(r"Traceback|unexpected error|redis unavailable") == []
     assert max(len(line) for line in updater.lines) < LONGEST_LINE
+
+
+def _due(target: str, at: int) -> updater_module._Due:
+    job = contract.UpdateJob(uri=STATUS_URI, target=target)
+    return updater_module._Due(f"{at}-0", job, float(at), asyncio.Future())
+
+
+async def test_a_batch_takes_one_job_of_each_session_in_turn() -> None:
+    """3,000 jobs of one session due before a victim's one: the victim's is in the first
+    batch, and each part keeps the order the jobs fell due in."""
+    due = [_due("flooder", at) for at in range(3000)] + [_due("victim", 3000)]
+    batch, rest = updater_module.fair_batch(due, 500)
+    assert [d.job.target for d in batch].count("victim") == 1
+    assert len(batch) == 500 and len(rest) == 2501
+    assert [d.due for d in batch] == sorted(d.due for d in batch)
+    assert [d.due for d in rest] == sorted(d.due for d in rest)
+    assert updater_module.fair_batch(due[:10], 500) == (due[:10], [])
