@@ -475,7 +475,7 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     trigger = sub.add_parser(
         "trigger",
         help="update the resource now, through the updater, and say what changed "
-        "(exit 4: nobody subscribed, no job queued)",
+        "(exit 4: nobody subscribed and each session has its own state: no job queued)",
     )
     trigger.add_argument(
         "--uri",

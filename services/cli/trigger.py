@@ -3,8 +3,10 @@
 The job goes on the job stream as a subscribe's would; the command waits until an
 updater has applied it, then says which states it bumped, read back from Redis. It
 queues nothing when there is nothing to update: nobody subscribed to the URI (no
-``--session``), or a ``--session`` the lab has never seen (the updater would create
-a state for the typo).
+``--session``) while each session has a state of its own, or a ``--session`` the
+lab has never seen (the updater would create a state for the typo). In shared
+scope (``MCP_TEST_STATE_SCOPE=shared``) there is always the shared state to update,
+subscribed or not.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ async def run(settings: LabSettings, options: TriggerOptions) -> int:
     redis = state.connect(settings.redis_url)
     try:
         subscribers = await _subscribers(redis, uri)
-        if session is None and not subscribers:
+        shared = settings.state_scope == contract.SHARED_SCOPE
+        if session is None and not subscribers and not shared:
             return Outcome(
                 "nothing-to-update",
                 uri,

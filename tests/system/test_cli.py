@@ -94,6 +94,20 @@ def test_trigger_with_nobody_subscribed_queues_nothing_and_says_so(redis_url, re
     assert redis_client.xlen(contract.JOBS_STREAM) == 0
 
 
+async def test_trigger_in_shared_scope_updates_the_shared_state_with_nobody_subscribed(
+    lab, redis_url, redis_client
+) -> None:
+    await lab.aupdater(state_scope="shared")
+    env = lab_env(redis_url, state_scope="shared")
+    result = await amcp_lab(env, "trigger", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "applied"
+    assert data["updated"] == [{"scope": "shared", "version": 2, "subscribed": False}]
+    assert "0 subscribed session(s) notified" in data["message"]
+    assert redis_client.hget(contract.state_key("shared", STATUS_URI), "version") == "2"
+
+
 def test_trigger_for_an_unknown_session_queues_nothing_and_creates_no_state(
     redis_url, redis_client
 ) -> None:
