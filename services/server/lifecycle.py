@@ -320,8 +320,8 @@ def open_files_for(max_sessions: int) -> str | None:
     to what ``max_sessions`` sessions take; a warning when it still holds fewer.
 
     With the default cap (which a lab for a few clients never nears) the shortfall
-    is logged here at INFO instead and None returned: a newcomer's first warning
-    should be about something that matters to them."""
+    is logged here at DEBUG instead and None returned: what someone testing one
+    client reads first should be about that client."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = max_sessions * _FILES_PER_SESSION + _FILES_SPARE
     unlimited = resource.RLIM_INFINITY
@@ -332,7 +332,7 @@ def open_files_for(max_sessions: int) -> str | None:
         return None
     fits = max(0, (soft - _FILES_SPARE) // _FILES_PER_SESSION)
     if max_sessions == DEFAULT_MAX_SESSIONS:
-        logger.info(
+        logger.debug(
             "[lab] open-file limit %d holds about %d sessions (the default "
             "MCP_TEST_MAX_SESSIONS is %d); for load tests raise it (ulimit -n)",
             soft,

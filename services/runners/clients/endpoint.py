@@ -108,6 +108,9 @@ def build_app(model: ScriptedModel) -> Starlette:
         return Response(status_code=200)  # a reachability check (Claude Code sends HEAD /)
 
     async def not_found(request: Request) -> Response:
+        if request.method == "HEAD":  # a reachability check asks the model nothing
+            logger.debug("[model] HEAD %s answered", request.url.path)
+            return Response(status_code=200)
         logger.warning("[model] no such endpoint: %s %s", request.method, request.url.path)
         model.unserved(request.method, request.url.path)
         return JSONResponse({"error": {"message": "not found"}}, status_code=404)

@@ -180,7 +180,7 @@ async def sweep(
     async def at(index: int) -> dict[Cell, dict[str, str]]:
         version = versions[index]
         if version not in done.rows:
-            progress(f"{client} {version}: running ({len(done.rows) + 1} run so far)")
+            progress(f"{client} {version}: running (run {len(done.rows) + 1} of this sweep)")
             done.rows[version] = await run(version)
         return verdicts(done.rows[version])
 

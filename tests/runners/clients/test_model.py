@@ -588,3 +588,15 @@ async def test_a_cli_asking_before_its_servers_are_up_is_waited_for() -> None:
     assert chat.calls[1] == ("ReadMcpResourceTool", {"server": "lab", "uri": URI})
     record = run.model.record
     assert record.waits == 1 and record.saw_v1 and record.read_calls == 1
+
+
+async def test_a_head_anywhere_is_a_quiet_reachability_answer_and_other_paths_are_unserved(
+    caplog,
+) -> None:
+    run = Run()
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        assert (await http.head("/api/hello")).status_code == 200
+        assert (await http.get("/api/hello")).status_code == 404
+    assert run.model.record.unserved == ["GET /api/hello"]
+    noisy = [r.getMessage() for r in caplog.records if r.levelname != "DEBUG"]
+    assert noisy == ["[model] no such endpoint: GET /api/hello"]
