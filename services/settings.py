@@ -324,6 +324,12 @@ class LabSettings(BaseSettings):
         allow_inf_nan=False,
         description="A connection that has not sent a whole request head this long is closed.",
     )
+    body_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="A request whose body has not all arrived this long after its head gets 408.",
+    )
     keep_alive_seconds: int = Field(
         5, ge=1, description="An idle keep-alive connection between requests is closed after this."
     )

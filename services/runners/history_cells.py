@@ -7,6 +7,11 @@ its verdict is measured on), its own cells (what names one) and its own renderin
 cell here orders its entries as versions, then by date, takes identical verdicts of one
 version in a row together, and marks each verdict that differs from the one before it
 (an entry without a verdict, a runner's failure, is no change).
+
+What a table of either history prints of a kept row (a client's or bridge's name and
+version, which a definition file or a CLI chose, and the texts made of them) goes
+through :func:`cell_text` and :func:`note_text`: cut to the limits the reports use
+(a cell 60 characters, a note 300) and escaped, as a terminal reads the table.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
+from services import untrusted
 from services.runners.versions import version_key
+
+NOTE_CHARS = 300  # a note, or a verdict's text, in a table (as the reports cut a note)
 
 
 class Kept(Protocol):
@@ -160,6 +168,18 @@ def differences(before: dict[str, str], after: dict[str, str]) -> list[tuple[str
         for k in keys
         if before.get(k, "-") != after.get(k, "-")
     ]
+
+
+def cell_text(text: str) -> str:
+    """A name, version, scenario or setup as a table prints it: cut to a report's cell
+    (``untrusted.TABLE_CELL_CHARS``), escaped."""
+    return untrusted.shown(text, untrusted.TABLE_CELL_CHARS)
+
+
+def note_text(text: str) -> str:
+    """A note, failure or verdict's text as a table prints it: cut to :data:`NOTE_CHARS`,
+    escaped."""
+    return untrusted.shown(text, NOTE_CHARS)
 
 
 def when(entry: Kept) -> str:

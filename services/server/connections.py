@@ -3,27 +3,33 @@ request heads, and accept errors logged at most once a second.
 
 uvicorn bounds the time a keep-alive connection may sit idle between requests
 (``MCP_TEST_KEEP_ALIVE_SECONDS``) but not the time a client takes to send a
-request head, and it takes every connection the kernel hands it. A client that
-opens connections and sends their heads a byte at a time (or nothing) then
-holds open files until accept fails (``EMFILE``), and asyncio logs each failed
-accept with a traceback, many times a second. So:
+request head or its body, and it takes every connection the kernel hands it. A
+client that opens connections and sends their heads (or bodies) a byte at a time,
+or nothing, then holds open files until accept fails (``EMFILE``), and asyncio
+logs each failed accept with a traceback, many times a second. So:
 
 * **head deadline**: a connection must finish each request head within
   ``MCP_TEST_HEAD_TIMEOUT_SECONDS`` of opening (or of its previous response
-  ending), else it is closed;
+  ending), else it is closed. The body's deadline
+  (``MCP_TEST_BODY_TIMEOUT_SECONDS``) is kept where the body is read, by the
+  guard (:mod:`services.server.guard`), which answers 408 and closes;
 * **cap**: at most :func:`connection_cap` connections are open. A new connection
-  past it takes the place of the oldest one still waiting for its head (that one
-  is closed), so a slow client cannot lock others out; when every open
-  connection is busy with a request (streams included), the new one is closed at
-  once. The cap stays below the open-file limit, so accept does not fail;
+  past it takes the place of the oldest one still *waiting*: for its request
+  head, or for the rest of a request body (h11's ``their_state`` still
+  ``SEND_BODY``); that one is closed, so slow senders cannot lock others out.
+  A connection keeps its place in that line from when it began to wait for its
+  head. When every open connection is busy (a request whose body has all come,
+  or a stream), the new one is closed at once. The cap stays below the
+  open-file limit, so accept does not fail;
 * **accept errors** (``EMFILE`` and the like, were the limit reached anyway) are
   logged once a second, with a count, not once per attempt.
 
 Closed connections are counted and logged (at most every ``_LOG_SECONDS``).
-:func:`protocol_class` relies on uvicorn's ``H11Protocol`` (0.54): its
+:func:`protocol_class` relies on uvicorn's ``H11Protocol`` (0.55): its
 ``connection_made``/``connection_lost``, ``handle_events`` starting a new
-``cycle`` for each request head, ``on_response_complete``, and the shared
-``server_state.connections``.
+``cycle`` for each request head and feeding it the body's ``Data`` and
+``EndOfMessage``, its h11 connection ``conn``, ``on_response_complete``, and the
+shared ``server_state.connections``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import logging
 import resource
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from services.logs import Throttled
@@ -77,7 +84,8 @@ def connection_cap(settings: LabSettings) -> tuple[int, str | None]:
 
 class ConnectionGuard:
     """What the connections of one server share: the cap, the head deadline, and
-    the connections waiting for their request head (oldest first)."""
+    the connections waiting for their request head or the rest of its body
+    (oldest first)."""
 
     def __init__(self, max_connections: int, head_timeout: float) -> None:
         self.max_connections = max_connections
@@ -90,28 +98,30 @@ class ConnectionGuard:
 
     def admit(self, connection: GuardedProtocol, open_now: int) -> bool:
         """Whether ``connection`` may open (``open_now`` are open already); at the
-        cap the oldest one waiting for its head is closed to make room."""
+        cap the oldest one waiting for its head or body is closed to make room."""
         if open_now < self.max_connections:
             return True
         if self._waiting:
             oldest = next(iter(self._waiting))
-            self.head_done(oldest)
+            self.done(oldest)
             oldest.close()
             self.evicted += 1
-            self._note("closed the connection that waited longest for its request head")
+            self._note("closed the connection that waited longest for its request head or body")
             return True
         self.refused += 1
         self._note("closed a new connection: every open one is busy")
         return False
 
     def waiting(self, connection: GuardedProtocol) -> None:
-        self._waiting[connection] = None
+        """``connection`` waits (for a request head); one already waiting keeps its place."""
+        self._waiting.setdefault(connection, None)
 
-    def head_done(self, connection: GuardedProtocol) -> None:
+    def done(self, connection: GuardedProtocol) -> None:
+        """``connection`` no longer waits: its request (head and body) all came, or it closed."""
         self._waiting.pop(connection, None)
 
     def timeout(self, connection: GuardedProtocol) -> None:
-        self.head_done(connection)
+        self.done(connection)
         connection.close()
         self.timed_out += 1
         self._note(f"closed a connection without a request head after {self.head_timeout:g} s")
@@ -137,6 +147,7 @@ class GuardedProtocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._admitted = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_coming = False  # a request head came, and the rest of its body may not have
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit(self, len(self.connections)):
@@ -156,7 +167,13 @@ class GuardedProtocol(H11Protocol):
         cycle = self.cycle
         super().handle_events()
         if self.cycle is not cycle:  # a request head arrived: its request runs
-            self._stop_waiting()
+            self._cancel_head_timer()
+            self._body_coming = True
+            self.guard.waiting(self)  # for its body (in its place if it waited for the head)
+        if self._body_coming and self.conn.their_state is not h11.SEND_BODY:
+            self._body_coming = False
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.guard.done(self)  # head and body have all come: busy, not waiting
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -166,7 +183,8 @@ class GuardedProtocol(H11Protocol):
             self._await_head()
 
     def close(self) -> None:
-        """Close this connection (its request head did not come in time)."""
+        """Close this connection (its request head did not come in time, or the cap
+        needs its place)."""
         if not self.transport.is_closing():
             self.transport.close()
 
@@ -176,7 +194,10 @@ class GuardedProtocol(H11Protocol):
         self._head_timer = self.loop.call_later(self.guard.head_timeout, self.guard.timeout, self)
 
     def _stop_waiting(self) -> None:
-        self.guard.head_done(self)
+        self.guard.done(self)
+        self._cancel_head_timer()
+
+    def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None

@@ -1,9 +1,10 @@
 """Who may talk to the server over HTTP: Host/Origin checks, an optional token, a body limit.
 
 Host and Origin are checked on every route (MCP, SSE, dashboard), each read as
-a host and a port (:mod:`services.server.host_origin`): a Host outside the
-loopback names and ``MCP_TEST_ALLOWED_HOSTS`` gets 421, an Origin that is not the
-server's own or in ``MCP_TEST_ALLOWED_ORIGINS`` 403, as the MCP spec requires.
+a host and a port (:mod:`services.server.host_origin`): a Host that does not name
+this server (a loopback name on its port, or one of ``MCP_TEST_ALLOWED_HOSTS``)
+gets 421, an Origin that is not the server's own or in ``MCP_TEST_ALLOWED_ORIGINS``
+403, as the MCP spec requires; two Host or two Origin headers get 400.
 With ``MCP_TEST_AUTH_TOKEN`` set, every request but ``GET /healthz`` needs
 ``Authorization: Bearer <token>``, else 401. A browser cannot send that header,
 so the dashboard page alone (``GET /``) also takes
@@ -21,9 +22,15 @@ is complete and within bounds. So a refusal never meets a response the app has
 already started (the app has not been called), and the app never sees a byte of
 a refused body. A body longer or shorter than its own Content-Length gets 400
 (uvicorn already keeps to the Content-Length; this holds behind any server).
+A body that has not all arrived ``MCP_TEST_BODY_TIMEOUT_SECONDS`` after the guard
+began to read it (as the request head came) gets 408, as a head that does not
+come in time is cut off (:mod:`services.server.connections`, where a connection
+still sending its body is also one the connection cap may close for room): a
+client sending its body a byte a second holds nothing for long.
 
 Any answer that goes out before the request body was read to its end (a 413, a
-401, a 421 or 403 from the Host/Origin check) closes the connection after it:
+408, a 401, a 421 or 403 from the Host/Origin check, a 400 for two Host or Origin
+headers) closes the connection after it:
 uvicorn would otherwise read and discard the rest of the body for as long as the
 client sends it, which for an endless chunked body is forever. HTTP clients read
 such an early answer (httpx does, even when the write of its body then fails).
@@ -31,6 +38,7 @@ such an early answer (httpx does, even when the write of its body then fails).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -42,10 +50,13 @@ from urllib.parse import parse_qs
 from starlette.types import Message, Receive, Scope, Send
 
 from services import untrusted
+from services.logs import Throttled
 from services.server.host_origin import HostOrigin
 from services.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.guard")
+
+_LOG_SECONDS = 10.0  # lines a client can repeat at will: at most one per this, with a count
 
 _OPEN_PATHS = frozenset({"/healthz"})
 # Where ``?token=`` is taken (the dashboard page), and where its cookie is (its data).
@@ -110,16 +121,20 @@ def replay(body: bytes, receive: Receive) -> Receive:
 class BodyGate:
     """The checks of one request before the app runs: 400 for a malformed
     Content-Length, 413 over the body limit, 401 without the bearer token (when
-    one is set); then the whole body, counted as it arrives.
+    one is set); then the whole body, counted as it arrives, within
+    ``body_timeout`` seconds (else 408).
 
     Every refusal it sends before the body was read to its end carries
     ``connection: close`` (see the module docstring).
     """
 
-    def __init__(self, token: str | None, max_body_bytes: int) -> None:
+    def __init__(self, token: str | None, max_body_bytes: int, body_timeout: float = 10.0) -> None:
         self._token = token.encode() if token else None
         self._cookie = dashboard_cookie(token).encode() if token else None
         self._max = max_body_bytes
+        self._timeout = body_timeout
+        self._late = Throttled(logger, _LOG_SECONDS)
+        self._gone = Throttled(logger, _LOG_SECONDS)
 
     async def admit(
         self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send
@@ -154,14 +169,34 @@ class BodyGate:
         self, scope: Scope, receive: Receive, send: Send, declared: int | None, announced: bool
     ) -> bytes | None:
         """The whole request body, counted as it arrives; None when the request
-        was refused here (413 or 400) or the client went away mid-body."""
+        was refused here (413, 408 or 400) or the client went away mid-body."""
         chunks: list[bytes] = []
         received = 0
         framing = "no Content-Length" if declared is None else f"Content-Length {declared}"
+        # A request that announced no body has none to wait for: no timer (most GETs).
+        deadline = asyncio.get_running_loop().time() + self._timeout if announced else None
         while True:
-            message = await receive()
+            try:
+                if deadline is None:
+                    message = await receive()
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        message = await receive()
+            except TimeoutError:
+                self._late.warning(
+                    "[guard] %s %s: body not all here %g s after its head (%d bytes, %s): "
+                    "408, connection closed",
+                    scope["method"],
+                    _path(scope),
+                    self._timeout,
+                    received,
+                    framing,
+                )
+                said = f"request body not received within {self._timeout:g} s"
+                await _refuse(send, 408, said, [], True)
+                return None
             if message["type"] != "http.request":
-                logger.info(
+                self._gone.info(
                     "[guard] %s %s: client went away after %d bytes of its body (%s)",
                     scope["method"],
                     _path(scope),
@@ -240,7 +275,7 @@ def _cookie_of(header: bytes) -> str | None:
 
 class HostOriginCheck:
     """The Host/Origin check (:class:`~services.server.host_origin.HostOrigin`):
-    :meth:`allows` sends its 421 or 403 and says False, or says True."""
+    :meth:`allows` sends its 400, 421 or 403 and says False, or says True."""
 
     def __init__(self, allowed_hosts: str, allowed_origins: str) -> None:
         self._rules = HostOrigin(allowed_hosts, allowed_origins)
@@ -249,16 +284,27 @@ class HostOriginCheck:
         self, scope: Scope, headers: dict[bytes, bytes], send: Send, announced: bool
     ) -> bool:
         """Whether the request's Host and Origin pass; a refusal (sent here) closes
-        the connection when a body was announced (it is not read)."""
+        the connection when a body was announced (it is not read). Two Host or two
+        Origin headers get 400: which one counts would depend on who reads them."""
+        hosts = origins = 0
+        for name, _ in scope["headers"]:
+            if name == b"host":
+                hosts += 1
+            elif name == b"origin":
+                origins += 1
+        if hosts > 1 or origins > 1:
+            twice = "Host" if hosts > 1 else "Origin"
+            self._rules.refused_twice(twice)
+            await _refuse(send, 400, f"more than one {twice} header", [], announced)
+            return False
         host = headers.get(b"host", b"").decode("latin-1")
-        server = scope.get("server") or (None, None)
-        if not self._rules.host_allowed(host, server[0]):
+        scheme = scope.get("scheme", "http")
+        if not self._rules.host_allowed(host, scope.get("server"), scheme):
             await _refuse(send, 421, "misdirected request: Host not served here", [], announced)
             return False
         origin = headers.get(b"origin")
-        scheme = scope.get("scheme", "http")
         if origin is not None and not self._rules.origin_allowed(
-            origin.decode("latin-1"), host, scheme, server[1]
+            origin.decode("latin-1"), host, scheme
         ):
             await _refuse(send, 403, "forbidden Origin", [], announced)
             return False
@@ -280,7 +326,8 @@ class Security:
             if settings.host_origin_protection
             else None
         )
-        return cls(host_origin, BodyGate(settings.auth_token, settings.max_body_bytes))
+        gate = BodyGate(settings.auth_token, settings.max_body_bytes, settings.body_timeout_seconds)
+        return cls(host_origin, gate)
 
     async def admit(
         self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send

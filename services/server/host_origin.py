@@ -1,20 +1,33 @@
 """Host and Origin, read as a host and a port: who may reach the server from a browser.
 
 A page on another site must not talk to the lab through the user's browser (DNS
-rebinding, cross-site requests), as the MCP spec requires:
+rebinding, cross-site requests), as the MCP spec requires. Both must name what
+the lab serves, its host and its port:
 
 * ``Host`` must be ``name`` or ``name:port`` (``[v6]`` or ``[v6]:port``) with a
-  port of digits, and the name a loopback name or address, the address the
-  server is bound to (when it is a specific one), or one of
-  ``MCP_TEST_ALLOWED_HOSTS`` (shell patterns such as ``*.lab.internal``; an
-  entry with a port matches that port only). Anything else gets 421.
-  (``127.0.0.1:8089.evil.example`` is the name ``127.0.0.1`` with the port
-  ``8089.evil.example``: refused, not read as loopback.)
+  port of digits (none: the scheme's default, 80 for http), and either
+  - one of ``MCP_TEST_ALLOWED_HOSTS`` (shell patterns such as ``*.lab.internal``;
+    an entry with a port matches that port only, one without any port: a proxy
+    in front may serve the lab on a port of its own); or
+  - a loopback name or address (``localhost``, ``127.0.0.1``, ``[::1]``...) or the
+    address the connection came in on, with the port the server listens on
+    (the connection's own port: ``scope["server"]``). One exception: a loopback
+    name on a connection that came in on another address came through a port
+    forward (a container's published port, as in docker compose, whose port the
+    server cannot see), and is taken on any port; a browser on this machine
+    reaches a loopback address directly, so for it the port is exact.
+  Anything else gets 421. (``127.0.0.1:8089.evil.example`` is the name
+  ``127.0.0.1`` with the port ``8089.evil.example``: refused, not read as loopback.)
 * ``Origin``, when a browser sends one, must be an origin (``scheme://host[:port]``,
   nothing more) that is one of ``MCP_TEST_ALLOWED_ORIGINS``, or the server's own:
-  the origin of the ``Host`` the request was sent to, or a loopback host on the
-  server's own port. Another port on this machine is another site (another
-  program's page). Anything else gets 403.
+  the scheme it serves (``http``; ``https://`` is another site), and the host and
+  port of the ``Host`` the request was sent to, or another loopback name on that
+  port when that is a loopback one. Another port on this machine is another site
+  (another program's page). Anything else gets 403.
+
+A request with two ``Host`` or two ``Origin`` headers is refused with 400 by the
+guard (:class:`services.server.guard.HostOriginCheck`): layers that read the first
+and layers that read the last would disagree on who it is for.
 
 Each refusal is logged (at most every ``_LOG_SECONDS`` per kind, with a count).
 """
@@ -92,6 +105,17 @@ def _is_unspecified(host: str) -> bool:
         return not host
 
 
+def _arrived_on_loopback(local: str) -> bool:
+    """Whether a connection came in on a loopback address (``local``, its own end;
+    an IPv4 address mapped into IPv6, as a dual-stack socket gives it, counts)."""
+    try:
+        address = ip_address(local)
+    except ValueError:
+        return is_loopback(local.lower())  # a name, as an in-memory transport gives it
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
 @dataclass(frozen=True)
 class Origin:
     scheme: str
@@ -132,23 +156,38 @@ class HostOrigin:
         ]
         self._bad_host = Throttled(logger, _LOG_SECONDS)
         self._bad_origin = Throttled(logger, _LOG_SECONDS)
+        self._twice = Throttled(logger, _LOG_SECONDS)
 
-    def host_allowed(self, host: str, bound_to: str | None) -> bool:
-        """Whether a request's ``Host`` names this server (``bound_to``: the address
-        the server is bound to, as the request's scope says)."""
+    def host_allowed(
+        self, host: str, server: tuple[str, int | None] | None, scheme: str = "http"
+    ) -> bool:
+        """Whether a request's ``Host`` names this server. ``server``: the address and
+        port the connection came in on (the request's ``scope["server"]``; None when
+        unknown: then the port is not checked); ``scheme``: the request's."""
         authority = parse_authority(host)
         if authority is None:
             return self._refused_host(host)
         name = authority.host
-        if is_loopback(name) or (bound_to and not _is_unspecified(bound_to) and name == bound_to):
-            return True
+        port = authority.port or _DEFAULT_PORTS.get(scheme)
         for allowed in self._hosts:
-            if fnmatchcase(name, allowed.host) and allowed.port in (None, authority.port):
+            if fnmatchcase(name, allowed.host) and allowed.port in (None, port):
                 return True
+        if server is None:
+            local, own_port = None, None
+        else:
+            local, own_port = server[0], server[1] or _DEFAULT_PORTS.get(scheme)
+        loopback = is_loopback(name)
+        if not loopback and not (local and not _is_unspecified(local) and name == local):
+            return self._refused_host(host)
+        if own_port is None or port == own_port:
+            return True
+        if loopback and local and not _arrived_on_loopback(local):
+            return True  # through a port forward (a published container port): its port
         return self._refused_host(host)
 
-    def origin_allowed(self, origin: str, host: str, scheme: str, server_port: int | None) -> bool:
-        """Whether a browser's ``Origin`` is the server's own or an allowed one."""
+    def origin_allowed(self, origin: str, host: str, scheme: str) -> bool:
+        """Whether a browser's ``Origin`` is the server's own (``scheme``, the host and
+        port of ``host``, the request's ``Host``, which passed) or an allowed one."""
         parsed = parse_origin(origin)
         if parsed is None:
             return self._refused_origin(origin)
@@ -156,11 +195,21 @@ class HostOrigin:
         if "*" in self._origins or any(fnmatchcase(normal, o) for o in self._origins_normal):
             return True
         target = parse_authority(host)
-        if target is not None and normal == _normal(Origin(scheme, target)):
-            return True  # the origin of the address the request was sent to
-        if is_loopback(parsed.authority.host) and parsed.port == server_port:
-            return True
+        if target is not None and parsed.scheme == scheme:
+            served = Origin(scheme, target)
+            if normal == _normal(served):
+                return True  # the origin of the address the request was sent to
+            if (
+                is_loopback(parsed.authority.host)
+                and is_loopback(target.host)
+                and parsed.port == served.port
+            ):
+                return True  # another loopback name for the same address and port
         return self._refused_origin(origin)
+
+    def refused_twice(self, header: str) -> None:
+        """Log a request with two ``header`` headers (400)."""
+        self._twice.warning("[guard] a request with two %s headers refused (400)", header)
 
     def _refused_host(self, host: str) -> bool:
         self._bad_host.warning("[guard] Host %s refused (421)", untrusted.shown(host, 100))

@@ -41,14 +41,24 @@ async def test_origin_from_another_site_gets_403_and_the_servers_own_origins_pas
     assert (await apost(url, INIT, Origin="http://localhost:3000")).status_code == 403
     assert (await apost(url, INIT, Origin=f"http://localhost:{port}")).status_code == 200
     assert (await apost(url, INIT, Origin=f"http://127.0.0.1:{port}")).status_code == 200
+    assert (await apost(url, INIT, Origin=f"http://[::1]:{port}")).status_code == 200
     assert (await apost(url, INIT)).status_code == 200  # no Origin: not a browser
+    # The scheme counts too: the lab serves http, and an https page is another site.
+    assert (await apost(url, INIT, Origin=f"https://localhost:{port}")).status_code == 403
+    assert (await apost(url, INIT, Origin=f"https://127.0.0.1:{port}")).status_code == 403
 
 
 async def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(inproc) -> None:
-    _, url = await inproc.server(allowed_hosts="lab.internal", allowed_origins="https://ui.example")
+    _, url = await inproc.server(
+        allowed_hosts="lab.internal,localhost:9000", allowed_origins="https://ui.example"
+    )
     assert (await apost(url, INIT, Host="attacker.example")).status_code == 421
+    # An entry without a port: any port (a proxy in front serves the lab on its own).
     assert (await apost(url, INIT, Host="lab.internal")).status_code == 200
     assert (await apost(url, INIT, Host="lab.internal:8443")).status_code == 200
+    # An entry with a port (a port forward to the lab): that port only.
+    assert (await apost(url, INIT, Host="localhost:9000")).status_code == 200
+    assert (await apost(url, INIT, Host="localhost:9001")).status_code == 421
     assert (await apost(url, INIT, Host="lab.internal.attacker.example")).status_code == 421
     assert (await apost(url, INIT, Origin="https://ui.example")).status_code == 200
     assert (await apost(url, INIT, Origin="https://other.example")).status_code == 403
@@ -60,8 +70,13 @@ async def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(inproc) ->
     [
         ("127.0.0.1:{port}", 200),
         ("localhost:{port}", 200),
+        ("LOCALHOST:{port}", 200),
         ("[::1]:{port}", 200),
-        ("127.0.0.1", 200),
+        # Loopback, but not the port the lab listens on: another program's address.
+        ("127.0.0.1:{other}", 421),
+        ("localhost:{other}", 421),
+        ("[::1]:{other}", 421),
+        ("127.0.0.1", 421),  # no port: http's 80
         ("127.0.0.1:{port}.evil.example", 421),
         ("localhost:{port}@evil.example", 421),
         ("127.0.0.1:abc", 421),
@@ -73,7 +88,9 @@ async def test_a_foreign_host_header_gets_421_and_allow_lists_open_it(inproc) ->
 )
 async def test_host_is_read_as_a_host_and_a_port(inproc, host: str, status: int) -> None:
     _, url = await inproc.server()
-    given = host.format(port=urlsplit(url).port)
+    port = urlsplit(url).port
+    assert port is not None
+    given = host.format(port=port, other=port + 1)
     assert (await apost(url, INIT, Host=given)).status_code == status, given
 
 
@@ -85,12 +102,70 @@ async def test_host_is_read_as_a_host_and_a_port(inproc, host: str, status: int)
         "null",
         "http://127.0.0.1:{port}/path",
         "file://",
+        "https://localhost:{port}",
+        "http://localhost:{other}",
+        "http://localhost",
     ],
 )
 async def test_an_origin_that_only_looks_like_the_servers_gets_403(inproc, origin: str) -> None:
     _, url = await inproc.server()
-    given = origin.format(port=urlsplit(url).port)
+    port = urlsplit(url).port
+    assert port is not None
+    given = origin.format(port=port, other=port + 1)
     assert (await apost(url, INIT, Origin=given)).status_code == 403, given
+
+
+@pytest.mark.parametrize(
+    "twice",
+    [
+        [("Host", "127.0.0.1:{port}"), ("Host", "127.0.0.1:{port}")],
+        [("Host", "127.0.0.1:{port}"), ("Host", "evil.example")],
+        [("Origin", "http://127.0.0.1:{port}"), ("Origin", "https://evil.example")],
+        [("Origin", "https://evil.example"), ("Origin", "http://127.0.0.1:{port}")],
+    ],
+    ids=["two-hosts-alike", "host-then-evil", "origin-then-evil", "evil-then-origin"],
+)
+async def test_two_host_or_origin_headers_get_400(inproc, twice: list[tuple[str, str]]) -> None:
+    """Which of two values counts depends on who reads them (Starlette and the SDK
+    take the first, other servers the last): such a request is refused whole."""
+    server, url = await inproc.server()
+    port = urlsplit(url).port
+    headers = [*HEADERS.items(), *((name, value.format(port=port)) for name, value in twice)]
+    async with client_of(url) as client:
+        refused = await client.post(url, content=json.dumps(INIT), headers=headers)
+    assert refused.status_code == 400
+    name = twice[0][0]
+    assert refused.json() == {"error": f"more than one {name} header"}
+    assert refused.headers["connection"] == "close"  # its body was announced, not read
+    await server.await_line(rf"\[guard\] a request with two {name} headers refused \(400\)")
+    assert (await apost(url, INIT)).status_code == 200
+
+
+async def stalled_body(sent: anyio.Event) -> AsyncIterator[bytes]:
+    """A chunked body whose first bytes come and the rest never does."""
+    yield b'{"jsonrpc": "2.0", '
+    sent.set()
+    await anyio.Event().wait()  # never set: the rest of the body never comes
+    yield b"}"
+
+
+async def test_a_body_that_does_not_all_come_in_time_gets_408_and_a_closed_connection(
+    inproc,
+) -> None:
+    server, url = await inproc.server(body_timeout_seconds="0.5")
+    sent = anyio.Event()
+    async with client_of(url) as client:
+        with anyio.fail_after(10):
+            refused = await client.post(url, content=stalled_body(sent), headers=HEADERS)
+    assert sent.is_set()
+    assert refused.status_code == 408
+    assert refused.json() == {"error": "request body not received within 0.5 s"}
+    assert refused.headers["connection"] == "close"
+    await server.await_line(
+        r"\[guard\] POST /mcp: body not all here 0\.5 s after its head \(19 bytes, "
+        r"no Content-Length\): 408, connection closed"
+    )
+    assert (await apost(url, INIT)).status_code == 200  # a whole body is served as before
 
 
 async def test_auth_token_is_required_when_set(inproc) -> None:

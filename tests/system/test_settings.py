@@ -50,6 +50,7 @@ BAD: dict[str, str] = {
     "reconnect_backoff_max_seconds": "0",
     "redis_max_connections": "0",
     "head_timeout_seconds": "0",
+    "body_timeout_seconds": "nan",
     "keep_alive_seconds": "0",
     "max_connections": "-1",
     "redis_pool_timeout_seconds": "never",

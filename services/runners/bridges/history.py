@@ -191,13 +191,14 @@ def to_table(found: list[Cell], where: Path) -> str:
     for cell in found:
         if cell.bridge != bridge:
             bridge = cell.bridge
-            lines += [*([""] if lines else []), untrusted.escape(bridge)]
+            lines += [*([""] if lines else []), history_cells.cell_text(bridge)]
         # A bridge that could not be installed has one row, in no direction.
-        way = "install" if cell.direction == "-" else f"{cell.direction} ({cell.scenario})"
-        lines.append(f"  {untrusted.escape(way)}")
+        direction, scenario = (history_cells.cell_text(v) for v in (cell.direction, cell.scenario))
+        way = "install" if cell.direction == "-" else f"{direction} ({scenario})"
+        lines.append(f"  {way}")
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
-            version = untrusted.shown(entry.version, untrusted.TABLE_CELL_CHARS)
+            version = history_cells.cell_text(entry.version)
             head = f"    {history_cells.when(entry):<19}  {version:<10}  lab {entry.lab_version:<7}"
             if entry.failed:
                 why = entry.failure or "; ".join(entry.notes) or "not run"
@@ -205,9 +206,9 @@ def to_table(found: list[Cell], where: Path) -> str:
                 lines.append(f"{head}  {'runner failed' if entry.failure else 'not run'} "
                              f"({shown})")  # fmt: skip
             elif change is not None:
-                lines.append(f"{head}  CHANGED {untrusted.escape(change.text())}")
+                lines.append(f"{head}  CHANGED {history_cells.note_text(change.text())}")
             elif not told:
-                lines.append(f"{head}  {untrusted.escape(_marks_text(entry))}")
+                lines.append(f"{head}  {history_cells.note_text(_marks_text(entry))}")
             else:
                 lines.append(f"{head}  (same)")
             told = told or not entry.failed

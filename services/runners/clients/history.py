@@ -196,9 +196,7 @@ def cells(entries: Iterable[Entry]) -> list[Cell]:
     """The entries as cells (client, scenario, setup), each in version order then by
     date; identical verdicts of one version in a row are taken together, and each
     verdict that differs from the one before it (runner failures skipped) is a change."""
-    found = history_cells.by_cell(
-        entries, lambda e: (e.client, e.scenario, e.setup, e.transport)
-    )
+    found = history_cells.by_cell(entries, lambda e: (e.client, e.scenario, e.setup, e.transport))
     return [Cell(*names).fill(kept, Change) for names, kept in found]
 
 
@@ -219,14 +217,15 @@ def to_table(found: list[Cell], where: Path) -> str:
     for cell in found:
         if cell.client != client:
             client = cell.client
-            lines += [*([""] if lines else []), untrusted.escape(client)]
-        lines.append(f"  {cell.scenario} ({cell.setup}, {cell.transport})")
+            lines += [*([""] if lines else []), history_cells.cell_text(client)]
+        where_run = ", ".join(history_cells.cell_text(v) for v in (cell.setup, cell.transport))
+        lines.append(f"  {history_cells.cell_text(cell.scenario)} ({where_run})")
         told = False  # the cell's first verdict is given in full, later ones as changes
         for entry, change in zip(cell.entries, cell.changes, strict=True):
             when = history_cells.when(entry)
-            # What a client or its CLI printed (versions, notes, failures) is escaped:
-            # a terminal reads this table.
-            version = untrusted.shown(entry.version, untrusted.TABLE_CELL_CHARS)
+            # What a client or its CLI printed (names, versions, notes, failures) is cut
+            # and escaped: a terminal reads this table.
+            version = history_cells.cell_text(entry.version)
             head = (
                 f"    {when:<19}  {version:<10}  lab {entry.lab_version:<7} "
                 f"{entry.source:<9}  level {entry.level_text()}"
@@ -235,9 +234,9 @@ def to_table(found: list[Cell], where: Path) -> str:
                 why = entry.runner_failed or "; ".join(entry.notes) or "not run"
                 lines.append(f"{head}  ({untrusted.shown(why, 100)})")
             elif change is not None:
-                lines.append(f"{head}  CHANGED {untrusted.escape(change.text())}")
+                lines.append(f"{head}  CHANGED {history_cells.note_text(change.text())}")
             elif not told:
-                lines.append(f"{head}  {untrusted.escape(_answers_text(entry))}")
+                lines.append(f"{head}  {history_cells.note_text(_answers_text(entry))}")
             else:
                 lines.append(f"{head}  (same)")
             told = told or not entry.failed

@@ -146,6 +146,27 @@ def test_the_table_escapes_what_a_client_printed(tmp_path: Path) -> None:
     assert "1.0.0\\x1b[2J" in table, table
 
 
+def test_the_history_command_cuts_what_a_client_chose(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5,001-character name (a definition file chose it) and version (its CLI printed
+    it) print cut to a report's cell, and the verdict's text to a note, as the other
+    reports cut them."""
+    named = row("9" * 5_001, 3, OLD)
+    named.client = "n" * 5_001
+    named.checks = [{"key": "k", "title": "t" * 5_001, "answer": "no", "at_s": None}]
+    history.record([named], history.RUN, path=kept)
+    with pytest.raises(SystemExit):
+        main(["clients", "history"])
+    table = capsys.readouterr().out
+    lines = table.splitlines()
+    assert lines[0] == "n" * 60 + "...(5001 chars)"
+    assert "9" * 60 + "...(5001 chars)" in lines[2] and "9" * 61 not in table
+    assert lines[2].endswith("...(5101 chars)") and "t" * 100 in lines[2]
+    assert "t" * 300 not in table
+    assert max(len(line) for line in lines) < 500, max(len(line) for line in lines)
+
+
 def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Named twice, a client would run twice at once into the same run folders."""
     asked: list[list[str]] = []
