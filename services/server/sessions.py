@@ -69,8 +69,9 @@ class SessionRegistry:
         self._reads: dict[str, dict[str, int]] = {}
         # Per session, every URI it subscribed to (see forget).
         self._touched: dict[str, set[str]] = {}
-        # Per URI, its subscribers (by key); per session, its subscriptions here.
-        self._by_uri: dict[str, dict[str, Subscriber]] = {}
+        # Per URI, its subscribers by session (then by key); per session, its
+        # subscriptions here.
+        self._by_uri: dict[str, dict[str, dict[str, Subscriber]]] = {}
         self._counts: dict[str, int] = {}
 
     def repeated_read(self, session: str, uri: str, version: int) -> bool:
@@ -151,7 +152,8 @@ class SessionRegistry:
         entry = self._subscribers.setdefault(subscriber.key, subscriber)
         if uri not in entry.uris:
             entry.uris.add(uri)
-            self._by_uri.setdefault(uri, {})[entry.key] = entry
+            by_session = self._by_uri.setdefault(uri, {})
+            by_session.setdefault(entry.peer.session, {})[entry.key] = entry
             self._count(entry.peer.session, 1)
         touched = self._touched.setdefault(subscriber.peer.session, set())
         if len(touched) < _TOUCHED_URIS:
@@ -171,10 +173,14 @@ class SessionRegistry:
         return True
 
     def _unindex(self, entry: Subscriber, uri: str) -> None:
-        by_key = self._by_uri.get(uri)
-        if by_key is not None:
-            by_key.pop(entry.key, None)
-            if not by_key:
+        by_session = self._by_uri.get(uri)
+        by_key = by_session.get(entry.peer.session) if by_session is not None else None
+        if by_session is None or by_key is None:
+            return
+        by_key.pop(entry.key, None)
+        if not by_key:
+            del by_session[entry.peer.session]
+            if not by_session:
                 del self._by_uri[uri]
 
     def drop(self, key: str) -> set[str]:
@@ -194,10 +200,12 @@ class SessionRegistry:
 
     def subscribers(self, uri: str, session: str | None = None) -> list[Subscriber]:
         """Subscribers here to ``uri`` (only those of ``session``, when given)."""
-        by_key = self._by_uri.get(uri)
-        if not by_key:
+        by_session = self._by_uri.get(uri)
+        if not by_session:
             return []
-        return [s for s in by_key.values() if session is None or s.peer.session == session]
+        if session is not None:
+            return list(by_session.get(session, {}).values())
+        return [s for by_key in by_session.values() for s in by_key.values()]
 
     def __len__(self) -> int:
         """Number of live sessions known here."""
