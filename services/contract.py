@@ -307,7 +307,7 @@ class UpdateJob:
 
     ``target`` is a session id, ``shared``, or ``*`` (every subscribed session,
     or the shared state in shared scope). ``delay`` None means the updater's
-    configured delay. ``action`` is :data:`UPDATE_ACTION` (the seed's update) or
+    configured delay. ``action`` is :data:`UPDATE_ACTION` (the scenario's update) or
     :data:`ADD_ACTION` (a scenario's new resource). The stream entry id carries the
     time the job was made. ``while_subscribed`` (the jobs a subscribe queues): a
     session's state is updated only if the session is still subscribed to ``uri``

@@ -3,7 +3,7 @@
 The clients runner points a CLI at the tap instead of at the lab. The tap passes every
 byte through unchanged (requests, JSON answers, SSE streams as they flow) and keeps
 each JSON-RPC message it sees, each way, with the time it passed. That record is
-independent of the lab's own evidence: :func:`checklist` fills the seed's checklist
+independent of the lab's own evidence: :func:`checklist` fills the lab's checklist
 from it alone, and the runner compares the two, so a matrix cell is checked against
 what was on the wire.
 

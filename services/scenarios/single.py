@@ -1,4 +1,4 @@
-"""``single``: the seed's flow, the default. One resource, one update after the
+"""``single``: the basic flow, the default. One resource, one update after the
 subscribe; the levels (0-7) are the answer."""
 
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
@@ -7,7 +7,7 @@ from services.scenarios.scenario import Play, Scenario
 SCENARIO = Scenario(
     name="single",
     summary=(
-        "the seed's flow: one update after the subscribe. Does the client subscribe, "
+        "the basic flow: one update after the subscribe. Does the client subscribe, "
         "get notified, read again and bring version 2 to its model?"
     ),
     catalog=LAB_CATALOG,

@@ -96,7 +96,7 @@ def _failed(exc: BaseException) -> str:
 
 
 def _log(outcomes: list[_Outcome]) -> None:
-    """The seed's log lines of sent notifications, in the order they were put."""
+    """The log lines of sent notifications, in the order they were put."""
     lines: list[tuple[str, str, Peer, str]] = []
     for o in outcomes:
         peer = o.target.peer

@@ -3,7 +3,7 @@ markdown for docs/clients.md, JSON).
 
 A row is one client over one transport (``http``, ``stdio``: how it reached the lab) in
 one scenario (:mod:`services.scenarios`) and lab setup (``no tool`` / ``tool``). It
-answers the seed's checklist, each box yes/no with the time it happened (seconds after
+answers the lab's checklist, each box yes/no with the time it happened (seconds after
 the client started), from the client's own evidence
 in the scored run: connected, listed, read, subscribed, notified, re-read after the
 notification, reflected (``push``: the new version reached the model unasked;
@@ -24,7 +24,7 @@ from services import untrusted
 from services.evidence import scoring
 
 # The checklist's boxes, in order, and their column titles. The first six are the
-# lab's checkpoints (scoring.CHECKPOINTS), under the seed's names.
+# lab's checkpoints (scoring.CHECKPOINTS), under the checklist's names.
 CHECKLIST: dict[str, str] = {
     "connected": "connect",
     "listed": "list",
