@@ -15,6 +15,8 @@ tests); with ``CI=true`` nothing is skipped and those tests fail.
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,9 @@ HOW_TO = (
     "(see docs/troubleshooting.md)"
 )
 _DOCKER_SECONDS = 10
-_SCRIPT_SECONDS = 600
+_SCRIPT_SECONDS = 900
+# A wait this long without a progress line of the script gets a line of its own.
+_HEARTBEAT_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -65,24 +69,59 @@ def _local_set(is_local: Callable[[str], bool]) -> dict[str, str] | None:
     return None
 
 
-def _run_script(script: Path) -> tuple[dict[str, str] | None, str]:
-    """The images the script printed, or None and the last line of what it said."""
+def _run_script(
+    script: Path, say: Callable[[str], None], heartbeat: float = _HEARTBEAT_SECONDS
+) -> tuple[dict[str, str] | None, str]:
+    """The images the script printed, or None and the last line of what it said. Its
+    progress lines (``docker-setup: ...``) are passed on as they come, and a line every
+    ``heartbeat`` seconds without one says it is still at work."""
     try:
-        done = subprocess.run(
-            ["bash", str(script)],
-            capture_output=True,
-            text=True,
-            timeout=_SCRIPT_SECONDS,
-            check=False,
+        proc = subprocess.Popen(
+            ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         return None, str(exc)
-    if done.returncode == 0:
-        images = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    said: list[str] = []
+    out: list[str] = []
+    heard = threading.Event()
+
+    def follow_progress() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.strip():
+                said.append(line.strip())
+            if line.startswith("docker-setup:"):
+                say(f"dev: {line.strip()}")
+                heard.set()
+
+    def keep_output() -> None:
+        assert proc.stdout is not None
+        out.extend(proc.stdout)
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (follow_progress, keep_output)]
+    for reader in readers:
+        reader.start()
+    started = time.monotonic()
+    while True:
+        try:
+            proc.wait(timeout=heartbeat)
+            break
+        except subprocess.TimeoutExpired:
+            took = time.monotonic() - started
+            if took > _SCRIPT_SECONDS:
+                proc.kill()
+                proc.wait()
+                return None, f"scripts/build-base-images.sh took over {_SCRIPT_SECONDS} s"
+            if not heard.is_set():
+                say(f"dev: still making the base images ({took:.0f} s so far)")
+            heard.clear()
+    for reader in readers:
+        reader.join(timeout=5)
+    if proc.returncode == 0:
+        images = dict(line.strip().split("=", 1) for line in out if "=" in line)
         if set(PUBLIC) <= set(images):
             return {name: images[name] for name in PUBLIC}, ""
-    said = [line for line in done.stderr.splitlines() if line.strip()]
-    return None, said[-1] if said else f"exit code {done.returncode}"
+    return None, said[-1] if said else f"exit code {proc.returncode}"
 
 
 def prepare(
@@ -92,6 +131,7 @@ def prepare(
     is_local: Callable[[str], bool] = image_is_local,
     script: Path = SCRIPT,
     say: Callable[[str], None] = print,
+    heartbeat: float = _HEARTBEAT_SECONDS,
 ) -> Outcome:
     """The base images for the Docker tests (see the module's docstring)."""
     if all(environ.get(name) for name in PUBLIC):
@@ -102,9 +142,10 @@ def prepare(
     if found is None:
         say(
             "dev: the Docker tests need base images: pulling or building them with "
-            "scripts/build-base-images.sh (a minute or two, once)"
+            "scripts/build-base-images.sh (once; 3 to 7 minutes where it must build them "
+            "from the Debian mirror)"
         )
-        found, why = _run_script(script)
+        found, why = _run_script(script, say, heartbeat)
         if found is None:
             in_ci = environ.get("CI", "").lower() == "true"
             reason = f"no base images for the Docker tests ({why}); to make them: {HOW_TO}"

@@ -121,3 +121,12 @@ def test_the_compose_redis_is_bounded_by_the_same_settings() -> None:
         "--client-output-buffer-limit normal "
         f"${{MCP_TEST_REDIS_CLIENT_BUFFER_LIMIT:-{buffers}}} 0 0" in command
     ), command
+
+
+def test_the_readme_says_how_compose_builds_without_a_registry() -> None:
+    """`docker compose up --build` alone fails at once where no registry answers: the
+    README gives the step that makes the base images, beside it, not a link away."""
+    text = (ROOT / "README.md").read_text()
+    at = text.index("docker compose up --build")
+    nearby = text[at : at + 600]
+    assert 'eval "$(bash scripts/build-base-images.sh)"' in nearby, nearby

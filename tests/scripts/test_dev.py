@@ -104,6 +104,27 @@ def test_without_local_images_the_script_pulls_or_builds_them(tmp_path: Path) ->
     assert outcome.env == {"PYTHON_IMAGE": "b/python", "REDIS_IMAGE": "b/redis"}
 
 
+def test_the_scripts_progress_is_passed_on_and_a_quiet_wait_still_says_something(
+    tmp_path: Path,
+) -> None:
+    body = (
+        "echo 'docker-setup: building mcp-lab/debian:bookworm' >&2; sleep 0.6; "
+        "echo PYTHON_IMAGE=b/python; echo REDIS_IMAGE=b/redis"
+    )
+    lines: list[str] = []
+    outcome = docker_images.prepare(
+        {},
+        answers=lambda: True,
+        is_local=lambda _: False,
+        script=_script(tmp_path, body),
+        say=lines.append,
+        heartbeat=0.2,
+    )
+    assert outcome.env == {"PYTHON_IMAGE": "b/python", "REDIS_IMAGE": "b/redis"}
+    assert "dev: docker-setup: building mcp-lab/debian:bookworm" in lines
+    assert any(line.startswith("dev: still making the base images (") for line in lines), lines
+
+
 def test_when_no_image_can_be_had_the_docker_tests_skip_with_one_line(tmp_path: Path) -> None:
     script = _script(tmp_path, "echo 'docker-setup: mmdebstrap failed' >&2; exit 1")
     outcome = _prepare({}, set(), script)
