@@ -39,6 +39,12 @@ BATCH_TIMEOUT_SECONDS = 10.0
 _CLOSE_SECONDS = 10.0
 
 
+def no_answer() -> TimeoutError:
+    """The error of a write Redis did not answer in time: with its reason in words (a
+    bare TimeoutError has none, and a client's error or a log line said nothing)."""
+    return TimeoutError(f"Redis did not answer within {BATCH_TIMEOUT_SECONDS:g} s")
+
+
 class BatchWriter:
     """Queues writes and runs them in pipelines (not transactions), a batch at a time."""
 
@@ -79,8 +85,11 @@ class BatchWriter:
         queue = self._queue
         if urgent:
             self.urgent_writes += 1
-            async with asyncio.timeout(BATCH_TIMEOUT_SECONDS):
-                return await self._execute_alone(commands)
+            try:
+                async with asyncio.timeout(BATCH_TIMEOUT_SECONDS):
+                    return await self._execute_alone(commands)
+            except TimeoutError:
+                raise no_answer() from None
         if self._closing or not self.running or queue is None:
             return await self._execute_alone(commands)
         done: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
@@ -141,9 +150,10 @@ class BatchWriter:
             async with asyncio.timeout(BATCH_TIMEOUT_SECONDS):
                 replies = await pipe.execute(raise_on_error=False)
         except (RedisError, OSError, TimeoutError) as exc:
+            failed = no_answer() if type(exc) is TimeoutError and not exc.args else exc
             for _, done in batch:
                 if not done.done():
-                    done.set_exception(exc)
+                    done.set_exception(failed)
             return
         except BaseException as exc:  # cancelled: nobody may wait forever
             for _, done in batch:

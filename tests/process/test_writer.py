@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 from redis.exceptions import ResponseError
 
 from services import state
+from services.process import writer as writer_module
+from services.process.embedded_redis import start_redis
 from services.process.writer import BatchWriter
 
 pytestmark = pytest.mark.anyio
@@ -101,3 +105,26 @@ async def test_an_urgent_write_does_not_wait_behind_the_queue(redis_url) -> None
     finally:
         await writer.close()
         await redis.aclose()
+
+
+async def test_a_write_redis_does_not_answer_fails_saying_so(monkeypatch) -> None:
+    """A frozen redis-server (SIGSTOP): queued and urgent writes each fail within the
+    bound, with a reason in words (a bare TimeoutError made "unavailable: " and
+    "event not kept ()")."""
+    monkeypatch.setattr(writer_module, "BATCH_TIMEOUT_SECONDS", 0.5)
+    frozen = start_redis()
+    redis = state.connect(frozen.url, max_connections=2)
+    writer = BatchWriter(redis, max_queue=100, max_batch=500)
+    writer.start()
+    try:
+        await redis.ping()
+        os.kill(frozen.process.pid, signal.SIGSTOP)
+        for urgent in (False, True):
+            with pytest.raises(TimeoutError, match=r"^Redis did not answer within 0\.5 s$"):
+                async with asyncio.timeout(5):
+                    await writer.submit(xadd("frozen", 1), urgent=urgent)
+    finally:
+        os.kill(frozen.process.pid, signal.SIGCONT)
+        await writer.close()
+        await redis.aclose()
+        frozen.stop()
