@@ -42,6 +42,12 @@ class SessionLabels:
         except ValueError:
             self._secret = text.encode()  # someone else's value: still a secret
 
+    @property
+    def secret(self) -> bytes:
+        """The secret labels are made under (handed to the report worker,
+        :mod:`services.evidence.worker`, which labels alike)."""
+        return self._secret
+
     def __call__(self, session: str) -> str:
         digest = hmac.new(self._secret, session.encode(), hashlib.sha256).hexdigest()
         return digest[:LABEL_HEX_DIGITS]

@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from services.evidence.recorder import Recorder
 from services.server import exports
-from services.server.dashboard_feed import DashboardFeed
+from services.server.dashboard_feed import UNAVAILABLE, DashboardFeed, unavailable
 from services.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from services.server.mcp_adapter import HttpSessions
 from services.server.relay import Relay, RelayState
@@ -68,9 +68,10 @@ def add_routes(
     @server.custom_route("/api/report", methods=["GET"])
     async def api_report(_: Request) -> Response:
         try:
-            return JSONResponse(await feed.report())
-        except (RedisError, OSError) as exc:
-            return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
+            encoded = await feed.encoded()
+        except UNAVAILABLE as exc:
+            return unavailable(exc)
+        return feed.send_json(encoded)
 
     @server.custom_route("/api/report.json", methods=["GET"])
     async def report_json(_: Request) -> Response:

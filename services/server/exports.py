@@ -10,8 +10,11 @@
                       behind it; and the bridges' latest marks per bridge, direction
                       and scenario with theirs
 
-Each report comes from the server's one :class:`~services.server.dashboard_feed.DashboardFeed`
-(the report ``/api/report`` gives, at most half a second old). The guard lets these
+Each report comes from the server's one :class:`~services.server.dashboard_feed.DashboardFeed`:
+the JSON file is the encoding ``/api/report`` sends (at most half a second old, compact
+JSON, sent in slices); markdown and HTML are rendered from a build of their own (in the
+report worker for a long run); a picture is drawn from the report the dashboards are
+shown (that session's JSON alone, in a thread). The guard lets these
 through on the same terms as ``/api/report``: the bearer token, or the dashboard's
 cookie (services/server/guard.py). HTML and SVG go out with a Content-Security-Policy
 that lets nothing load or run.
@@ -20,18 +23,16 @@ that lets nothing load or run.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from services.evidence import html_report, picture, report
-from services.server.dashboard_feed import DashboardFeed
+from services.evidence import picture
+from services.server.dashboard_feed import UNAVAILABLE, DashboardFeed, unavailable
 
 # Reads the matrix history (the runners' verdicts kept on disk) as /api/matrix gives it.
 Matrix = Callable[[], dict[str, Any]]
@@ -44,56 +45,58 @@ _KINDS = {
 }
 
 
-def _unavailable(exc: Exception) -> Response:
-    return JSONResponse({"error": f"redis unavailable: {exc}"}, status_code=503)
-
-
 def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", **(extra or {})}
 
 
-def _file_name(data: dict[str, Any], ext: str) -> str:
-    run = (data.get("run") or {}).get("id") or "since"
-    return f"mcp-lab-report-{re.sub(r'[^0-9A-Za-z-]', '', str(run))[:40]}.{ext}"
+def _file_name(run: str | None, ext: str) -> str:
+    return f"mcp-lab-report-{re.sub(r'[^0-9A-Za-z-]', '', str(run or 'since'))[:40]}.{ext}"
+
+
+def _attachment(run: str | None, ext: str) -> dict[str, str]:
+    return {"Content-Disposition": f'attachment; filename="{_file_name(run, ext)}"'}
 
 
 async def download(feed: DashboardFeed, kind: str) -> Response:
-    """The report as a file of ``kind`` (``json``, ``md`` or ``html``)."""
+    """The report as a file of ``kind`` (``json``, ``md`` or ``html``). The JSON is the
+    encoding every dashboard shares (sent in slices, never copied); markdown and HTML
+    are rendered from a build of their own."""
     media, ext = _KINDS[kind]
     try:
-        made, data = await feed.built()
-    except (RedisError, OSError) as exc:
-        return _unavailable(exc)
-    if kind == "json":
-        body = json.dumps(data, indent=2)
-    elif kind == "md":
-        body = report.to_markdown(made)
-    else:
-        body = html_report.html_of(data)
-    disposition = f'attachment; filename="{_file_name(data, ext)}"'
-    extra = {"Content-Disposition": disposition}
+        if kind == "json":
+            encoded = await feed.encoded()
+            return feed.send_json(encoded, _headers(_attachment(encoded.run, ext)))
+        rendered = await feed.rendered(kind)
+    except UNAVAILABLE as exc:
+        return unavailable(exc)
+    extra = _attachment(rendered.run, ext)
     if kind == "html":
         extra["Content-Security-Policy"] = _LOCKED
-    return Response(body, media_type=media, headers=_headers(extra))
+    return Response(rendered.body, media_type=media, headers=_headers(extra))
 
 
 async def session_picture(feed: DashboardFeed, request: Request) -> Response:
-    """``?session=<label>``: the picture of that session of the current report."""
+    """``?session=<label>``: the picture of that session of the report the dashboards
+    are shown (that session's JSON alone, read from the shared encoding, drawn in a
+    thread), or of a report built now when no dashboard is open."""
     label = request.query_params.get("session", "")
     try:
-        data = await feed.report()
-    except (RedisError, OSError) as exc:
-        return _unavailable(exc)
-    for client in data.get("clients", []):
-        for session in client.get("sessions", []):
-            if session.get("session") == label:
-                flow = picture.flow_of(session, str(client["client"]), str(client["version"]))
-                return Response(
-                    picture.session_svg(flow),
-                    media_type="image/svg+xml",
-                    headers=_headers({"Content-Security-Policy": _LOCKED}),
-                )
-    return JSONResponse({"error": "no such session in the current report"}, status_code=404)
+        encoded = await feed.held()
+    except UNAVAILABLE as exc:
+        return unavailable(exc)
+
+    def draw() -> str | None:
+        found = encoded.session(label)
+        return None if found is None else picture.session_svg(picture.flow_of(*found))
+
+    svg = await asyncio.to_thread(draw)
+    if svg is None:
+        return JSONResponse({"error": "no such session in the current report"}, status_code=404)
+    return Response(
+        svg,
+        media_type="image/svg+xml",
+        headers=_headers({"Content-Security-Policy": _LOCKED}),
+    )
 
 
 async def clients_matrix(matrix: Matrix | None) -> Response:
