@@ -25,9 +25,14 @@ default settings (loopback, free ports). Not a test: figures only.
   streams, half of them never read and half read 16 KB a second: the server's RSS
   before, with them open and after they closed; then a normal client's flow alone and
   beside ``--dashboards`` dashboards that read all they are sent.
+* ``flood``: the template scenario (and its updater); one session subscribes to
+  ``--uris`` distinct URIs, 20 requests in flight, and 3 s in another client
+  subscribes to one: how late that client's notification is after it was due
+  (``--delay`` after its subscribe), and the state keys left once both closed.
 
     .venv/bin/python scripts/bench_hostile.py [redis] [dashboard] [slow] [--set NAME=VALUE]
     .venv/bin/python scripts/bench_hostile.py slowbody --hold 40
+    .venv/bin/python scripts/bench_hostile.py flood --set max_subscriptions_per_session=5000
 """
 
 from __future__ import annotations
