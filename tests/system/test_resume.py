@@ -75,7 +75,9 @@ class CuttableProxy:
 
 
 async def test_sdk_client_cut_off_mid_run_resumes_and_gets_its_notification(lab) -> None:
-    server, url = await lab.aserver(update_delay_seconds="3")
+    # The proxy listens on a port of its own: a loopback Host with that port is
+    # refused unless allowed (an entry without a port allows any).
+    server, url = await lab.aserver(update_delay_seconds="3", allowed_hosts="127.0.0.1")
     await lab.aupdater()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     proxy = CuttableProxy(port)
@@ -119,7 +121,9 @@ async def test_a_last_event_id_no_longer_kept_still_gets_a_live_stream(lab, redi
 
 @pytest.mark.timeout(600)  # the first use installs the SDK with npm ci
 async def test_typescript_sdk_client_cut_off_mid_run_resumes(lab, node_client) -> None:
-    server, url = await lab.aserver(update_delay_seconds="3")
+    # The proxy listens on a port of its own: a loopback Host with that port is
+    # refused unless allowed (an entry without a port allows any).
+    server, url = await lab.aserver(update_delay_seconds="3", allowed_hosts="127.0.0.1")
     await lab.aupdater()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     proxy = CuttableProxy(port)
