@@ -16,9 +16,12 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  others take over the pending jobs of a consumer without one
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:events:lost``              stream of counts of events that could not be recorded
-``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``); a
+``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``, or a
+                                 server that plays another scenario than the last run); a
                                  run's id is above every event before it and below every
-                                 event after it (``evidence.reader.start_run``)
+                                 event after it (``evidence.reader.start_run``); fields
+                                 ``reason``, ``scenario`` (the one it is played and scored
+                                 under) and ``previous_scenario`` (the one played before)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
 ``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``

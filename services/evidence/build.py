@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from services import contract, state
 from services.evidence import reader, scoring
-from services.evidence.scoring import ClientScore
+from services.evidence.scoring import ClientScore, LeftOut
 from services.evidence.timing import LabTiming
 from services.evidence.timing import lab_timing as timing_of
 from services.scenarios import registry
@@ -38,6 +38,9 @@ class Report:
     newest_only: int | None = None
     # Whether the lab sent its notifications when due (timing.lab_timing).
     timing: LabTiming = field(default_factory=lambda: timing_of([]))
+    # What the window holds that is no client of it (sessions begun before it,
+    # messages without a client's identity): not in ``clients``, counted here.
+    left_out: LeftOut = field(default_factory=LeftOut)
 
 
 async def lab_scenario(redis: Redis, name: str | None = None) -> Scenario:
@@ -55,6 +58,18 @@ async def lab_scenario(redis: Redis, name: str | None = None) -> Scenario:
     return registry.get(registry.DEFAULT)
 
 
+async def run_scenario(redis: Redis, run_id: str) -> Scenario:
+    """The scenario run ``run_id`` was played under, as the run recorded it; for a run
+    that recorded none (older than that record), the one the lab plays now."""
+    recorded = await reader.run_scenario(redis, run_id)
+    if recorded is not None and recorded in registry.names():
+        return registry.get(recorded)
+    if recorded is not None:
+        logger.warning("[evidence] run %s was played under an unknown scenario %r; scoring it "
+                       "in the lab's", run_id, recorded[:60])  # fmt: skip
+    return await lab_scenario(redis)
+
+
 async def build(
     redis: Redis,
     *,
@@ -65,19 +80,22 @@ async def build(
     max_events: int | None = None,
 ) -> Report:
     """The report of ``run`` (the current run when None), or of the events since
-    ``since_ms``, scored in ``scenario`` (the lab's when None). ``unsaved_lost``:
+    ``since_ms``, scored in ``scenario`` (when None: the one the run was played under,
+    or for ``since_ms`` the one the lab plays). ``unsaved_lost``:
     events a running server lost and could not count in Redis yet (added to those
     counted there, for the current run). ``max_events``: score only the window's
     newest events, at most that many (the dashboard's bound). Raises LookupError for
     an unknown run or scenario."""
-    played = await lab_scenario(redis, scenario)
+    asked = None if scenario is None else registry.get(scenario)
     runs: list[str] = []  # resets inside a --since window
     if since_ms is not None:
         run_id, first, last = None, f"{since_ms}-0", "+"
         entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, first, last)
         runs = [entry_id.decode() for entry_id, _ in entries]
+        played = asked if asked is not None else await lab_scenario(redis)
     else:
         run_id, first, last = await reader.run_bounds(redis, run)
+        played = asked if asked is not None else await run_scenario(redis, run_id)
     cut = False
     if max_events is None:
         events = await reader.read_events(redis, first, last)
@@ -86,15 +104,16 @@ async def build(
     missing = await reader.lost_in_range(redis, first, last)
     if last == "+":
         missing += unsaved_lost
-    clients = scoring.score_clients(events, runs, played)
+    scores = scoring.score_window(events, runs, played)
     generated = int(time.time() * 1000)
     return Report(
         run_id,
         since_ms,
         played,
-        clients,
+        scores.clients,
         missing,
         generated,
         max_events if cut else None,
         timing_of(events),
+        scores.left_out,
     )

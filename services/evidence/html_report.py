@@ -99,6 +99,10 @@ def html_of(data: Mapping[str, Any]) -> str:
             f'<p class="note-missing">{_h(missing)} event(s) of this window could not be '
             "recorded (Redis unavailable): levels may be lower than what the clients did</p>"
         )
+    left_out = data.get("left_out")
+    notes = left_out.get("notes") if isinstance(left_out, Mapping) else None
+    for note in notes if isinstance(notes, list) else []:
+        body.append(f'<p class="note-missing">{_h(note, _NOTE_CHARS)}</p>')
     if not clients:
         body.append('<p class="muted">No client has connected in this window.</p>')
     else:

@@ -23,36 +23,126 @@ _READ_PAGE = 1000
 # not ordered within one millisecond (each stream counts its own sequence), so the
 # run id is chosen above the events' last id (and the last run's, and now) and the
 # events stream is told to go on above it (XSETID).
-_START_RUN = """
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local seq = 0
-local function above(id)
-  local ims, iseq = string.match(id, '^(%d+)-(%d+)$')
-  ims, iseq = tonumber(ims), tonumber(iseq)
-  if ims > ms or (ims == ms and iseq >= seq) then ms, seq = ims, iseq + 1 end
+#
+# A run remembers the scenario it is played under (field ``scenario``): a report of
+# it is scored in that scenario, whatever the lab plays when the report is made.
+# KEYS: mcp:events, mcp:runs, mcp:scenario.
+_NEW_RUN = """
+local function scenario_now()
+  local played = redis.pcall('GET', KEYS[3])
+  if type(played) == 'string' then return played end
+  return nil
 end
-local events = redis.call('EXISTS', KEYS[1]) == 1
-if events then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then above(info[i + 1]) end
+local function new_run(fields)
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local seq = 0
+  local function above(id)
+    local ims, iseq = string.match(id, '^(%d+)-(%d+)$')
+    ims, iseq = tonumber(ims), tonumber(iseq)
+    if ims > ms or (ims == ms and iseq >= seq) then ms, seq = ims, iseq + 1 end
+  end
+  local events = redis.call('EXISTS', KEYS[1]) == 1
+  if events then
+    local info = redis.call('XINFO', 'STREAM', KEYS[1])
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then above(info[i + 1]) end
+    end
+  end
+  local last_run = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  if #last_run > 0 then above(last_run[1][1]) end
+  local id = string.format('%.0f-%.0f', ms, seq)
+  if events then redis.call('XSETID', KEYS[1], id) end
+  return redis.call('XADD', KEYS[2], id, unpack(fields))
+end
+"""
+
+# ``mcp-lab reset``: a new run, played under the scenario the lab plays now.
+_START_RUN = (
+    _NEW_RUN
+    + """
+local fields = {'reason', ARGV[1]}
+local played = scenario_now()
+if played then
+  table.insert(fields, 'scenario')
+  table.insert(fields, played)
+end
+return new_run(fields)
+"""
+)
+
+# A server starts playing ARGV[1]: ``mcp:scenario`` says so, and when the current
+# run was played under another scenario (its own field; for a run that has none, or
+# before any run, the one ``mcp:scenario`` named), a new run begins, so that no run
+# mixes two scenarios. Returns {run id, the scenario played before}, or false.
+_PLAY_SCENARIO = (
+    _NEW_RUN
+    + """
+local before = scenario_now()
+redis.call('SET', KEYS[3], ARGV[1])
+local played = before
+local last_run = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last_run > 0 then
+  local fields = last_run[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'scenario' then played = fields[i + 1] end
   end
 end
-local last_run = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if #last_run > 0 then above(last_run[1][1]) end
-local id = string.format('%.0f-%.0f', ms, seq)
-if events then redis.call('XSETID', KEYS[1], id) end
-return redis.call('XADD', KEYS[2], id, 'reason', ARGV[1])
+if played == nil or played == ARGV[1] then return false end
+local id = new_run({'reason', 'scenario', 'scenario', ARGV[1], 'previous_scenario', played})
+return {id, played}
 """
+)
+
+_RUN_KEYS = (contract.EVENTS_STREAM, contract.RUNS_STREAM, contract.SCENARIO_KEY)
+# The fields of a run entry that name a scenario (longer values are not the lab's).
+_SCENARIO_FIELD, _PREVIOUS_FIELD = b"scenario", b"previous_scenario"
+_SCENARIO_NAME_CHARS = 200
 
 
 async def start_run(redis: Redis) -> str:
     """Begin a new observation run; returns its id, which parts the events recorded
-    before it from those after it even within one millisecond."""
-    keys = (contract.EVENTS_STREAM, contract.RUNS_STREAM)
-    run_id = await redis.eval(_START_RUN, len(keys), *keys, "reset")
+    before it from those after it even within one millisecond. The run records the
+    scenario the lab plays (``mcp:scenario``), which scores it from then on."""
+    run_id = await redis.eval(_START_RUN, len(_RUN_KEYS), *_RUN_KEYS, "reset")
     return run_id.decode() if isinstance(run_id, bytes) else cast(str, run_id)
+
+
+async def play_scenario(redis: Redis, name: str) -> tuple[str, str] | None:
+    """A server starts playing scenario ``name``: ``mcp:scenario`` is set to it, and
+    when the current run was played under another scenario a new run begins (states
+    are left as they are). Returns (the new run's id, the scenario played before), or
+    None when the current run already plays ``name`` (or nothing was played yet)."""
+    # Read undecoded: the scenario played before comes from a run entry anyone may write.
+    began = await state.read_raw(redis, "EVAL", _PLAY_SCENARIO, len(_RUN_KEYS), *_RUN_KEYS, name)
+    if not began:
+        return None
+    run_id, before = began
+    return run_id.decode(), bytes(before).decode("utf-8", "replace")
+
+
+async def run_scenario(redis: Redis, run_id: str) -> str | None:
+    """The name of the scenario run ``run_id`` was played under, as the run recorded it;
+    None for a run that recorded none (begun before runs remembered their scenario,
+    or written by someone else). Run ``0-0`` (everything before the first run) was
+    played under what the first run names as played before it."""
+    if run_id == "0-0":
+        entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, "-", "+", "COUNT", 1)
+        wanted: tuple[bytes, ...] = (_PREVIOUS_FIELD, _SCENARIO_FIELD)
+    else:
+        entries = await state.read_raw(redis, "XRANGE", contract.RUNS_STREAM, run_id, run_id)
+        wanted = (_SCENARIO_FIELD,)
+    if not entries:
+        return None
+    fields = entries[0][1] or {}
+    for name in wanted:
+        value = fields.get(name)
+        if isinstance(value, bytes) and 0 < len(value) <= _SCENARIO_NAME_CHARS:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                return None
+    return None
 
 
 async def run_bounds(redis: Redis, run_id: str | None) -> tuple[str, str, str]:

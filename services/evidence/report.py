@@ -15,9 +15,11 @@ from services.evidence.scoring import (
     CHECKPOINTS,
     LEVEL_NAMES,
     LEVELS,
+    LeftOut,
     SessionScore,
 )
 from services.evidence.timing import lateness_ms
+from services.protocol import UNKNOWN_CLIENT
 from services.scenarios.scenario import Check
 
 _CHECKPOINT_TITLES: dict[str, str] = {
@@ -124,6 +126,79 @@ def missing_note(missing: int) -> str:
     )
 
 
+# How many clients a note on sessions left out names (the JSON has them all).
+_NAMED_AT_MOST = 5
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """``stream/close (2), session/end``: methods (from the evidence), with their counts."""
+    return ", ".join(
+        untrusted.cut(method, untrusted.METHOD_CHARS) + (f" ({n})" if n > 1 else "")
+        for method, n in counts.items()
+    )
+
+
+def _methods(events: list[Event]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event.method] = counts.get(event.method, 0) + 1
+    return counts
+
+
+def left_out_notes(left_out: LeftOut, since_ms: int | None = None) -> list[str]:
+    """What the report says of what its window holds that is no client of it: sessions
+    begun before it (a client that connected before a reset, whose stream or session
+    closed after it), and messages without a client's identity."""
+    notes: list[str] = []
+    earlier = left_out.began_earlier
+    if earlier:
+        where = "window" if since_ms is not None else "run"
+        counts: dict[str, int] = {}
+        clients: list[str] = []
+        for session in earlier:
+            for method, n in _methods(session.events).items():
+                counts[method] = counts.get(method, 0) + n
+            named = session.client != UNKNOWN_CLIENT
+            who = (
+                untrusted.cut(session.client, untrusted.CLIENT_NAME_CHARS)
+                + "/"
+                + untrusted.cut(session.client_version, untrusted.CLIENT_VERSION_CHARS)
+                if named
+                else "a client that never named itself here"
+            )
+            if who not in clients:
+                clients.append(who)
+        more = len(clients) - _NAMED_AT_MOST
+        shown = ", ".join(clients[:_NAMED_AT_MOST]) + (f" and {more} more" if more > 0 else "")
+        sessions = f"{len(earlier)} session{'s' if len(earlier) > 1 else ''}"
+        notes.append(
+            f"{sessions} begun before this {where} left out (not scored here: "
+            f"{'their' if len(earlier) > 1 else 'its'} connect came earlier; "
+            f"{'their' if len(earlier) > 1 else 'its'} only events here: {_counted(counts)}): "
+            f"{shown}"
+        )
+    anonymous = left_out.without_identity
+    if anonymous:
+        total = sum(anonymous.values())
+        notes.append(
+            f"{total} message{'s' if total > 1 else ''} without a client's identity "
+            f"(no clientInfo, no session of a named client; not a client): {_counted(anonymous)}"
+        )
+    return notes
+
+
+def _left_out_json(report: Report) -> dict[str, Any]:
+    left_out = report.left_out
+    return {
+        "began_earlier": [
+            {"client": s.client, "version": s.client_version, "events": _methods(s.events)}
+            for s in left_out.began_earlier
+        ],
+        "without_identity": dict(left_out.without_identity),
+        "notes": left_out_notes(left_out, report.since_ms),
+    }
+
+
 def _checks_json(checks: list[Check]) -> list[dict[str, Any]]:
     return [
         {"key": c.key, "title": c.title, "answer": c.answer, "time": iso(c.at_ms), "ok": c.ok}
@@ -136,7 +211,9 @@ def to_json(report: Report) -> dict[str, Any]:
 
     A report of a run has ``run`` (its id and start); one made with ``--since``
     has ``since`` instead (and ``run`` null). ``missing_events``: events of the
-    window that could not be recorded. ``lab_timing``: whether the lab sent its
+    window that could not be recorded. ``left_out``: what the window holds that is
+    no client of it (sessions begun before it, messages without a client's identity),
+    with a note on each. ``lab_timing``: whether the lab sent its
     notifications when it had promised them (each event's ``due`` and
     ``lab_late_ms``; services/evidence/timing.py). ``scenario``: what the lab played,
     and each client's (and session's) ``checks``: that scenario's own checkpoints."""
@@ -156,6 +233,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "generated": iso(report.generated_ms),
         "missing_events": report.missing,
         "lab_timing": report.timing.as_json(),
+        "left_out": _left_out_json(report),
         "scenario": {"name": scenario.name, "summary": scenario.summary, "uri": scenario.watched},
         **levels_json(),
         "clients": [
@@ -184,6 +262,8 @@ def to_table(report: Report) -> str:
     late = report.timing.note()
     if late:
         lines[-1:] = [f"note: {late}", ""]
+    for left in left_out_notes(report.left_out, report.since_ms):
+        lines[-1:] = [f"note: {_shown(left, limit=_NOTE_CHARS)}", ""]
     if not clients:
         lines.append("no client has connected in this window")
         return "\n".join(lines)
@@ -255,6 +335,8 @@ def to_markdown(report: Report) -> str:
     late = report.timing.note()
     if late:
         blocks.append(f"> Note: {late}.")
+    for left in left_out_notes(report.left_out, report.since_ms):
+        blocks.append(f"> Note: {_shown(left, markdown=True, limit=_NOTE_CHARS)}.")
     for client in clients:
         best = client.best
         marks = best.checkpoints

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.session import ServerSession
@@ -17,6 +21,53 @@ from services.server import mcp_adapter
 
 MODERN_SESSION_PREFIX = protocol.MODERN_SESSION_PREFIX
 UNKNOWN_CLIENT = protocol.UNKNOWN_CLIENT
+
+
+@dataclass
+class StdioClient:
+    """The client of one stdio connection, as its last named request named it."""
+
+    name: str | None = None
+    version: str = "?"
+
+
+# Set while a server serves its one stdio connection (:func:`serving_stdio`): every
+# message handled then comes from that connection's one client.
+_stdio_client: ContextVar[StdioClient | None] = ContextVar("mcp_lab_stdio_client", default=None)
+
+
+@contextmanager
+def serving_stdio() -> Iterator[StdioClient]:
+    """While the lab serves its one client over stdio (``mcp-lab server --transport
+    stdio``: a process per client, stdin and stdout its one connection).
+
+    At 2026-07-28 a notification carries no ``clientInfo`` (only requests carry the
+    envelope), so the SDK gives it no client. Over stdio it can only come from the
+    client at the other end, named by that connection's requests: such a message is
+    put in that client's session (``modern:<name>/<version>``) instead of making a
+    client ``unknown/?`` of its own (Copilot's ``notifications/cancelled`` at shutdown).
+    A message before any named request stays unnamed (the report counts it apart).
+    """
+    client = StdioClient()
+    token = _stdio_client.set(client)
+    try:
+        yield client
+    finally:
+        _stdio_client.reset(token)
+
+
+def _stdio_identity(name: str, version: str) -> tuple[str, str]:
+    """The client of a 2026-07-28 message over stdio: the one it names, else the one
+    the connection's last named request named (:func:`serving_stdio`)."""
+    client = _stdio_client.get()
+    if client is None:
+        return name, version
+    if name != UNKNOWN_CLIENT:
+        client.name, client.version = name, version
+        return name, version
+    if client.name is not None:
+        return client.name, client.version
+    return name, version
 
 
 def modern_key(name: str, version: str) -> str:
@@ -69,9 +120,12 @@ def make_peer(
     protocol = session.protocol_version
     if requested_protocol is not None:
         protocol = negotiated_protocol(requested_protocol)
+    transport = transport_of(request, mcp_path)
     if protocol in MODERN_PROTOCOL_VERSIONS:
         # 2026-07-28 has no sessions: every request stands alone. The lab keys a
         # modern client by its clientInfo, so its reads and its listen agree.
+        if transport == Transport.STDIO:
+            client_name, client_version = _stdio_identity(client_name, client_version)
         key = modern_key(client_name, client_version)
     else:
         key = mcp_adapter.session_key(session)
@@ -80,5 +134,5 @@ def make_peer(
         client_name=client_name,
         client_version=client_version,
         protocol=protocol,
-        transport=transport_of(request, mcp_path),
+        transport=transport,
     )

@@ -7,11 +7,14 @@ import logging
 import socket
 
 import uvicorn
+from redis.exceptions import RedisError
 
+from services import state, untrusted
 from services.contract import Transport
+from services.evidence import reader
 from services.logs import setup_logging
 from services.process import heap
-from services.server import connections, lifecycle, mcp_adapter
+from services.server import connections, lifecycle, mcp_adapter, peers
 from services.server.app import build_lab, http_app
 from services.server.asgi import guard
 from services.server.exports import Matrix
@@ -21,6 +24,8 @@ logger = logging.getLogger("mcp_lab.server")
 
 # How long start-up waits for the relay before it says "ready" anyway.
 _RELAY_START_SECONDS = 5
+# How long start-up tries to record the scenario it plays before it goes on without.
+_SCENARIO_SECONDS = 5
 
 
 class StartupFailed(Exception):
@@ -51,9 +56,35 @@ async def _serve(http: uvicorn.Server) -> None:
         raise StartupFailed(f"uvicorn exit code {exc.code}") from None
 
 
+async def play_scenario(settings: LabSettings) -> None:
+    """Record the scenario this server plays (``mcp:scenario``); when the current
+    observation run was played under another one, a new run begins, so that a run
+    is scored in the scenario it was played under (reader.play_scenario). Without
+    Redis the server starts anyway (the lifespan says Redis is unavailable)."""
+    redis = state.connect(settings.redis_url, reconnect=False)
+    try:
+        began = await asyncio.wait_for(
+            reader.play_scenario(redis, settings.scenario), _SCENARIO_SECONDS
+        )
+    except (RedisError, OSError, TimeoutError) as exc:
+        logger.warning("[evidence] could not record the scenario played (%s)", exc or "timeout")
+        return
+    finally:
+        await redis.aclose()
+    if began is not None:
+        run_id, before = began
+        logger.info(
+            "[evidence] new observation run %s: the lab now plays %s (the last run played %s)",
+            run_id,
+            settings.scenario,
+            untrusted.shown(before, 60),  # read from a run entry anyone may write
+        )
+
+
 async def run_http(settings: LabSettings, matrix: Matrix | None = None) -> None:
     """Serve the lab over HTTP until cancelled or interrupted (the dashboard's matrix
     read by ``matrix``)."""
+    await play_scenario(settings)
     app, lab = http_app(settings, matrix=matrix)
     heap.tune()
     short = lifecycle.open_files_for(settings.max_sessions)
@@ -98,9 +129,11 @@ async def run_http(settings: LabSettings, matrix: Matrix | None = None) -> None:
 
 async def run_stdio(settings: LabSettings) -> None:
     """Serve one client over stdin/stdout; logs go to stderr, stdout carries only protocol."""
+    await play_scenario(settings)
     server, _ = build_lab(settings)
     logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
-    await server.run_async(transport=Transport.STDIO.value, show_banner=False)
+    with peers.serving_stdio():  # one client: its nameless messages are its own
+        await server.run_async(transport=Transport.STDIO.value, show_banner=False)
 
 
 def no_fastmcp_spans() -> None:

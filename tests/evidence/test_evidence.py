@@ -4,10 +4,11 @@ checks the same through `mcp-lab report` against server processes."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
-from services import state
-from services.evidence import build, report
+from services import contract, protocol, state
+from services.evidence import build, reader, report
 from tests.support.inproc import api_report, client_entry
 from tests.support.lab import STATUS_URI, RawSession, connect
 
@@ -93,3 +94,76 @@ async def test_notification_without_a_get_stream_is_recorded_as_dropped(inproc) 
     assert entry["level"] == 4
     assert entry["sessions"][0]["dropped_notifications"] == 1
     assert any("dropped" in note for note in entry["notes"])
+
+
+async def recorded(redis_url: str, method: str, count: int = 1) -> list[contract.Event]:
+    """Wait (bounded) until ``count`` events of ``method`` are in ``mcp:events``."""
+    redis = state.connect(redis_url)
+    try:
+        with anyio.fail_after(BOUND):
+            last = "0-0"
+            while True:
+                events = [e for e in await reader.read_events(redis, "-") if e.method == method]
+                if len(events) >= count:
+                    return events
+                last = await reader.wait_for_events(redis, last, 500) or last
+    finally:
+        await redis.aclose()
+
+
+async def test_a_client_connected_before_a_reset_is_no_client_of_the_new_run(
+    inproc, redis_url
+) -> None:
+    """Issue 33: after `mcp-lab reset`, a session of the run before ends; its end is
+    all the new run holds of it. It is no "0 no connection" row of the new run: the
+    report leaves it out and says so."""
+    server, url = await inproc.server()
+    redis = state.connect(redis_url)
+    try:
+        async with connect(url, "before-reset") as client:
+            await client.read_text()
+            run_id = await reader.start_run(redis)  # what `mcp-lab reset` does
+        await server.await_line(r"\[session/end\] .*client=before-reset/")
+        await recorded(redis_url, protocol.STREAM_CLOSE)
+        made = await build.build(redis)
+        earlier = await build.build(redis, run="0-0")
+    finally:
+        await redis.aclose()
+    assert made.run_id == run_id
+    assert made.clients == []
+    left = [(s.client, [e.method for e in s.events]) for s in made.left_out.began_earlier]
+    assert left and {name for name, _ in left} == {"before-reset"}
+    assert all(m in {protocol.STREAM_CLOSE, protocol.SESSION_DELETE} for _, ms in left for m in ms)
+    table = report.to_table(made)
+    assert "1 session begun before this run left out" in table
+    assert "before-reset/1.0" in table and "0 no connection" not in table
+    # The run it connected in scores it as ever.
+    assert [(c.client, c.level) for c in earlier.clients] == [("before-reset", 3)]
+
+
+async def test_a_run_is_scored_in_the_scenario_it_was_played_under(inproc, redis_url) -> None:
+    """Issue 33: a run played under `repeated` stayed `repeated` only while the lab
+    played it: the next `up` (another scenario) made its report `single`."""
+    _, url = await inproc.server(scenario="repeated")
+    redis = state.connect(redis_url)
+    try:
+        run_id = await reader.start_run(redis)  # `mcp-lab reset` under `repeated`
+        async with connect(url, "repeated-client") as client:
+            await client.read_text()
+        # The next `up` plays single: its server says so in mcp:scenario ...
+        await redis.set(contract.SCENARIO_KEY, "single")
+        assert (await build.build(redis, run=run_id)).scenario.name == "repeated"
+        # ... and, as it starts (services/server/run.py), begins a run of its own.
+        began = await reader.play_scenario(redis, "single")
+        assert began is not None and began[1] == "repeated"
+        current = await build.build(redis)
+        old = await build.build(redis, run=run_id)
+        asked = await build.build(redis, run=run_id, scenario="single")
+    finally:
+        await redis.aclose()
+    assert (current.run_id, current.scenario.name, current.clients) == (began[0], "single", [])
+    assert old.scenario.name == "repeated"
+    assert [c.client for c in old.clients] == ["repeated-client"]
+    assert [c.key for c in old.clients[0].checks] == ["notified_each", "re_read_each"]
+    assert asked.scenario.name == "single"  # --scenario still scores it as another
+    assert "scenario repeated" in report.to_table(old).splitlines()[0]

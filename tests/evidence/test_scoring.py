@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from services.catalog import REVIEW_STATUS
 from services.contract import Event
 from services.evidence.build import Report
-from services.evidence.report import levels_json, to_markdown, to_table
-from services.evidence.scoring import CHECKPOINTS, LEVEL_NAMES, score_clients, score_session
+from services.evidence.report import levels_json, to_json, to_markdown, to_table
+from services.evidence.scoring import (
+    CHECKPOINTS,
+    LEVEL_NAMES,
+    score_clients,
+    score_session,
+    score_window,
+)
 from services.scenarios import registry
 from tests.support.lab import ROOT
 
@@ -276,3 +284,90 @@ def test_a_session_whose_server_died_is_not_told_it_never_re_read() -> None:
     assert score.level == 5
     assert "notified but never re-read" not in score.notes
     assert any(n.startswith("its server replica died with the session") for n in score.notes)
+
+
+# The end of a session whose replica died, recorded without its client (contract.Peer).
+GONE = Event(
+    7000, "s1", "unknown", "?", "?", "streamable-http", "out", "session/end",
+    STATUS_URI, 2, reason="replica-gone",
+)  # fmt: skip
+
+
+def test_a_session_begun_before_the_run_is_no_client_of_it() -> None:
+    """After `mcp-lab reset` (and the restart of `up`), a session of the run before
+    ends: its only events in the new run are its end. It is no client of this run
+    (no "0 no connection" row, as if it had never connected); the report says what
+    it left out and why."""
+    old = "before-reset"
+    tail = [
+        ev(900, "stream/close", session="old", client=old),
+        ev(950, "session/delete", session="old", client=old),
+        ev(960, "ping", session="gone", client=old),
+        replace(GONE, ts_ms=970, session="gone"),
+    ]
+    scores = score_window([*tail, CONNECT, LIST])
+    assert [(c.client, c.level) for c in scores.clients] == [("cli", 2)]
+    assert score_clients([*tail, CONNECT, LIST]) == scores.clients
+    assert [s.session for s in scores.left_out.began_earlier] == ["old", "gone"]
+    assert scores.left_out.without_identity == {}
+
+    made = Report("1-0", None, registry.get("single"), scores.clients, 0, 0, None,
+                  left_out=scores.left_out)  # fmt: skip
+    note = (
+        "2 sessions begun before this run left out (not scored here: their connect came "
+        "earlier; their only events here: stream/close, session/delete, ping, session/end): "
+        f"{old}/1.0"
+    )
+    assert f"note: {note}\n" in to_table(made)
+    assert f"> Note: {note}." in to_markdown(made)
+    left = to_json(made)["left_out"]
+    assert left["notes"] == [note]
+    assert left["began_earlier"] == [
+        {"client": old, "version": "1.0", "events": {"stream/close": 1, "session/delete": 1}},
+        {"client": old, "version": "1.0", "events": {"ping": 1, "session/end": 1}},
+    ]
+
+
+def test_only_a_closed_stream_makes_no_client() -> None:
+    """The one event of a session in a run that never connected in it: no client
+    (the level table has no row "0 no connection" for a client that did connect)."""
+    scores = score_window([ev(900, "stream/close", session="old")])
+    assert scores.clients == []
+    assert [s.client for s in scores.left_out.began_earlier] == ["cli"]
+    made = Report("1-0", None, registry.get("single"), [], 0, 0, left_out=scores.left_out)
+    assert "no client has connected in this window" in to_table(made)
+
+
+def modern(ts: int, method: str, client: str = "unknown", version: str = "?") -> Event:
+    return Event(
+        ts, f"modern:{client}/{version}", client, version, "2026-07-28", "streamable-http",
+        "in", method,
+    )  # fmt: skip
+
+
+def test_messages_without_a_clients_identity_make_no_client() -> None:
+    """A 2026-07-28 notification carries no clientInfo (keyed ``modern:unknown/?``): not
+    a client at level 0, but counted as what it is."""
+    cancelled = [modern(900, "notifications/cancelled"), modern(950, "notifications/cancelled")]
+    named = [
+        modern(1000, "server/discover", "agent", "1.0.102"),
+        modern(1100, "resources/list", "agent", "1.0.102"),
+    ]
+    scores = score_window([*cancelled, *named])
+    assert [(c.client, c.version, c.level) for c in scores.clients] == [("agent", "1.0.102", 2)]
+    assert scores.left_out.without_identity == {"notifications/cancelled": 2}
+    assert scores.left_out.began_earlier == []
+    made = Report("1-0", None, registry.get("single"), scores.clients, 0, 0, None,
+                  left_out=scores.left_out)  # fmt: skip
+    note = (
+        "2 messages without a client's identity (no clientInfo, no session of a named "
+        "client; not a client): notifications/cancelled (2)"
+    )
+    assert f"note: {note}\n" in to_table(made)
+    assert "unknown/?" not in to_table(made)
+    assert to_json(made)["left_out"]["without_identity"] == {"notifications/cancelled": 2}
+    # A client that never names itself but asks is a client all the same.
+    nameless = [modern(1200, "server/discover"), modern(1300, "resources/list")]
+    scores = score_window([*cancelled, *nameless])
+    assert [(c.client, c.level) for c in scores.clients] == [("unknown", 2)]
+    assert scores.left_out.without_identity == {}

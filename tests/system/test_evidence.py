@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 import redis
+from mcp import Client
+from mcp.client.stdio import stdio_client
+from mcp.shared.message import SessionMessage
 
-from services import contract
-from tests.support.lab import RawSession, amcp_lab, connect, lab_env
+from services import contract, protocol, state
+from services.evidence import reader
+from tests.support.lab import RawSession, amcp_lab, connect, lab_env, stdio_server
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +158,89 @@ def first_stream_report(url: str) -> dict:
     raise AssertionError("the stream ended before a report")
 
 
+async def test_the_next_server_playing_another_scenario_begins_a_run(lab, redis_url) -> None:
+    """Issue 33: a run played under `repeated` was reported as `single` after the next
+    `up`. The run remembers its scenario; a server that plays another one begins a run
+    of its own (and says so), and the old run is still scored in `repeated`."""
+    first, url = await lab.aserver(scenario="repeated")
+    await reset(redis_url)
+    played = json.loads(await report(redis_url, "--format", "json"))["run"]["id"]
+    async with connect(url, "under-repeated") as client:
+        await client.read_text()
+    await first.await_line(r"\[session/end\] .*client=under-repeated/")
+    await anyio.to_thread.run_sync(first.stop)
+
+    second, _ = await lab.aserver(scenario="single")
+    line = second.matching(r"\[evidence\] new observation run ")
+    assert len(line) == 1 and "the lab now plays single (the last run played repeated)" in line[0]
+    now = json.loads(await report(redis_url, "--format", "json"))
+    assert now["run"]["id"] != played and now["scenario"]["name"] == "single"
+    assert now["clients"] == []
+    old = json.loads(await report(redis_url, "--format", "json", "--run", played))
+    assert old["scenario"]["name"] == "repeated"
+    entry = client_entry(old, "under-repeated")
+    assert [c["key"] for c in entry["checks"]] == ["notified_each", "re_read_each"]
+    # A server of the same scenario begins no run.
+    third, _ = await lab.aserver(scenario="single")
+    assert third.matching(r"new observation run") == []
+    again = json.loads(await report(redis_url, "--format", "json"))
+    assert again["run"]["id"] == now["run"]["id"]
+
+
+async def recorded(redis_url: str, method: str, count: int) -> None:
+    """Wait (bounded) until ``count`` events of ``method`` are in ``mcp:events``."""
+    client = state.connect(redis_url)
+    try:
+        with anyio.fail_after(BOUND):
+            last = "0-0"
+            while (
+                len([e for e in await reader.read_events(client, "-") if e.method == method])
+                < count
+            ):
+                last = await reader.wait_for_events(client, last, 500) or last
+    finally:
+        await client.aclose()
+
+
+CANCELLED = "notifications/cancelled"
+
+
+def cancelled(request_id: int) -> mcp_types.CancelledNotification:
+    params = mcp_types.CancelledNotificationParams(request_id=request_id, reason="shutdown")
+    return mcp_types.CancelledNotification(params=params)
+
+
+async def test_a_nameless_notification_over_stdio_is_no_client_of_its_own(lab, redis_url) -> None:
+    """Issue 33: over stdio, a 2026-07-28 client's notifications/cancelled carries no
+    clientInfo (Copilot 1.0.102 at shutdown), and made a client `unknown/?` at level 0.
+    It is the connection's client's; one sent before any named request cannot be
+    told whose it is, and is counted as a message without a client's identity."""
+    env = lab_env(redis_url)
+    info = mcp_types.Implementation(name="stdio-canceller", version="1.0.102")
+    with tempfile.TemporaryFile("w+") as errlog:
+
+        @asynccontextmanager
+        async def cancel_first() -> AsyncIterator[Any]:
+            """stdio to the lab, with a notification written before the first request."""
+            async with stdio_client(stdio_server(env), errlog=errlog) as (read, write):
+                note = cancelled(0).model_dump(by_alias=True, mode="json", exclude_none=True)
+                await write.send(
+                    SessionMessage(mcp_types.JSONRPCNotification(jsonrpc="2.0", **note))
+                )
+                yield read, write
+
+        async with Client(cancel_first(), client_info=info) as client:
+            assert client.protocol_version == protocol.MODERN
+            await client.list_resources()
+            await client.session.send_notification(cancelled(99))
+            await recorded(redis_url, CANCELLED, 2)
+    data = json.loads(await report(redis_url, "--format", "json"))
+    assert [(c["client"], c["version"]) for c in data["clients"]] == [
+        ("stdio-canceller", "1.0.102")
+    ]
+    methods = [e["method"] for e in data["clients"][0]["sessions"][0]["events"]]
+    assert methods.count(CANCELLED) == 1 and methods[-1] == CANCELLED
+    assert data["left_out"]["without_identity"] == {CANCELLED: 1}
+    table = await report(redis_url)
+    assert "unknown/?" not in table
+    assert "note: 1 message without a client's identity" in table and CANCELLED in table

@@ -1,0 +1,51 @@
+"""Who is behind a message (services/server/peers.py): a 2026-07-28 notification names no
+client; over stdio it is the connection's one client."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from mcp.server.connection import Connection
+from mcp.server.session import ServerSession
+
+from services import protocol
+from services.contract import Peer, Transport
+from services.server import peers
+
+COPILOT = {"name": "copilot", "version": "1.0.102"}
+
+
+def modern_session(client_info: dict[str, str] | None) -> ServerSession:
+    """The session the SDK hands a 2026-07-28 message: built from the request's envelope
+    (a notification has none: no client info, no capabilities)."""
+    capabilities = {} if client_info is not None else None
+    connection = Connection.from_envelope(protocol.MODERN, client_info, capabilities)
+    return ServerSession(cast(Any, None), connection)
+
+
+def peer(client_info: dict[str, str] | None, request: Any = None) -> Peer:
+    return peers.make_peer(modern_session(client_info), request, "/mcp")
+
+
+def test_a_nameless_message_over_stdio_is_the_connections_client() -> None:
+    with peers.serving_stdio():
+        early = peer(None)  # before any named request: nobody to name
+        named = peer(COPILOT)
+        cancelled = peer(None)  # Copilot's notifications/cancelled at shutdown
+    assert (early.client_name, early.session) == (
+        protocol.UNKNOWN_CLIENT,
+        peers.modern_key(protocol.UNKNOWN_CLIENT, "?"),
+    )
+    assert named.session == peers.modern_key("copilot", "1.0.102")
+    assert cancelled == named and cancelled.transport == Transport.STDIO
+
+
+def test_a_nameless_message_is_nobodys_outside_one_stdio_connection() -> None:
+    with peers.serving_stdio():
+        peer(COPILOT)
+        over_http = peer(None, SimpleNamespace(url=SimpleNamespace(path="/mcp")))
+    assert over_http.client_name == protocol.UNKNOWN_CLIENT  # no connection to fold into
+    with peers.serving_stdio():
+        assert peer(None).client_name == protocol.UNKNOWN_CLIENT  # a new connection
+    assert peer(None).client_name == protocol.UNKNOWN_CLIENT  # not serving stdio
