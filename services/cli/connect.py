@@ -4,14 +4,26 @@ For the agent CLIs that ``mcp-lab clients run`` drives, the snippet comes from t
 same functions its config writers use (``services.runners.clients.configs``),
 so what a person pastes is what the lab's own runs use. The others (Goose, Crush,
 VS Code, Cursor) follow each client's documented configuration format.
+
+Some clients need more than the snippet (``Connection.notes``). Gemini CLI connects to
+no MCP server, user-level ones included, in a folder it does not trust: the lab is
+then listed as Disabled and never contacted (0.61.0, the version ``mcp-lab clients``
+pins: folder trust, ``security.folderTrust.enabled``, is on unless the settings turn it
+off; ``~/.gemini/trustedFolders.json``, or ``GEMINI_CLI_TRUSTED_FOLDERS_PATH``, maps
+folders to ``TRUST_FOLDER``, ``TRUST_PARENT`` or ``DO_NOT_TRUST``, the longest match
+deciding; ``GEMINI_CLI_TRUST_WORKSPACE=true`` or ``--skip-trust`` trusts any folder for
+one run, and a headless ``gemini -p`` in an untrusted folder exits instead). The notes
+say whether the folder ``connect`` runs in is trusted, and how to trust it.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import os
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from services.runners.clients import configs
@@ -28,6 +40,7 @@ class Connection:
     config: Any  # the snippet: JSON data, or lines of TOML / YAML
     language: str  # json, toml or yaml
     start: str  # the command that starts the client with it
+    notes: list[str] = field(default_factory=list)  # what else the user must do
 
     def snippet(self) -> str:
         if self.language == "json":
@@ -52,7 +65,72 @@ def _gemini_cli(url: str) -> Connection:
         configs.gemini_cli_mcp(Server(url=url)),
         "json",
         "gemini",
+        gemini_trust(Path.cwd(), Path.home(), os.environ),
     )
+
+
+def _gemini_trust_rule(folder: Path, rules: dict[str, Any]) -> tuple[str, str] | None:
+    """The rule of a trustedFolders.json that decides for ``folder`` (the longest
+    matching path, as Gemini CLI takes it), as (path, level)."""
+    found: tuple[str, str] | None = None
+    for path, level in rules.items():
+        covers = Path(path).parent if level == "TRUST_PARENT" else Path(path)
+        covers = covers.expanduser().resolve()
+        if (folder == covers or covers in folder.parents) and (
+            found is None or len(path) > len(found[0])
+        ):
+            found = (path, str(level))
+    return found
+
+
+def gemini_trust(folder: Path, home: Path, env: Mapping[str, str]) -> list[str]:
+    """What to do about Gemini CLI's folder trust, for gemini started in ``folder``."""
+    folder = folder.resolve()
+    lead = (
+        "Gemini CLI connects to MCP servers only in a folder it trusts: elsewhere "
+        "`gemini mcp list` shows the lab as Disabled and gemini never contacts it."
+    )
+    try:
+        settings = json.loads((home / ".gemini" / "settings.json").read_text())
+        trust = settings["security"]["folderTrust"]["enabled"]
+    except (OSError, ValueError, KeyError, TypeError):
+        trust = True  # its default
+    if trust is False:
+        return [
+            "Folder trust is off in ~/.gemini/settings.json (security.folderTrust.enabled "
+            "false): gemini contacts the lab in any folder."
+        ]
+    if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
+        return [
+            lead,
+            "GEMINI_CLI_TRUST_WORKSPACE=true is set here: a gemini started from this "
+            "shell trusts its folder.",
+        ]
+    named = env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+    trust_file = Path(named) if named else home / ".gemini" / "trustedFolders.json"
+    shown = named or "~/.gemini/trustedFolders.json"
+    try:
+        rules = json.loads(trust_file.read_text())
+        rule = _gemini_trust_rule(folder, rules if isinstance(rules, dict) else {})
+    except FileNotFoundError:
+        rule = None
+    except (OSError, ValueError) as exc:
+        return [lead, f"{shown} could not be read here ({exc}): is {folder} in it?"]
+    if rule is not None and rule[1] in ("TRUST_FOLDER", "TRUST_PARENT"):
+        return [lead, f"This folder ({folder}) is trusted: {shown} has {rule[0]!r}: {rule[1]}."]
+    now = (
+        f"This folder ({folder}) is marked DO_NOT_TRUST in {shown}"
+        if rule is not None and rule[1] == "DO_NOT_TRUST"
+        else f"This folder ({folder}) is not trusted yet"
+    )
+    entry = json.dumps({str(folder): "TRUST_FOLDER"}, separators=(",", ":"))
+    return [
+        lead,
+        f"{now}: start gemini here and answer 'Trust folder' (or /permissions later), "
+        f"or add it to {shown}: {entry}",
+        "For one run only: gemini --skip-trust, or GEMINI_CLI_TRUST_WORKSPACE=true "
+        "(a headless gemini -p in an untrusted folder exits instead).",
+    ]
 
 
 def _codex(url: str) -> Connection:
@@ -148,21 +226,27 @@ CLIENTS: dict[str, Callable[[str], Connection]] = {
 
 
 def to_text(connection: Connection, url: str) -> str:
+    notes = [
+        f"# {line}"
+        for note in connection.notes
+        for line in textwrap.wrap(note, 86, break_on_hyphens=False)
+    ]
     return "\n".join(
         [
             f"# {connection.title} -> the lab at {url}",
             f"# in {connection.file}:",
             connection.snippet(),
             "",
+            *notes,
             f"# then start it: {connection.start}",
             "# and read how far it got: mcp-lab report",
         ]
     )
 
 
-def main(client: str, url: str, source: str, as_json: bool) -> int:
-    """Print the configuration that points ``client`` at ``url``."""
-    print(f"mcp-lab: lab at {url} ({source})", file=sys.stderr)
+def main(client: str, url: str, as_json: bool) -> int:
+    """Print the configuration that points ``client`` at ``url`` (the lab the caller
+    named on stderr)."""
     connection = CLIENTS[client](url)
     if as_json:
         data = {"client": client, "url": url, **connection.__dict__}

@@ -12,7 +12,6 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from services import contract
 from services.catalog import LAB_CATALOG, REVIEW_STATUS
@@ -20,6 +19,7 @@ from services.cli.scenarios import add_parser as add_scenarios_parser
 from services.process.lifeline import PARENT_PID_ENV, watch_parent
 
 if TYPE_CHECKING:
+    from services.cli.where import Where
     from services.settings import LabSettings
 
 # What a command imports before it runs (see _import_first): the settings, and the
@@ -46,6 +46,26 @@ def _with_lab_redis(settings: LabSettings) -> LabSettings:
     if PARENT_PID_ENV not in os.environ:
         print(f"mcp-lab: Redis at {url} ({source})", file=sys.stderr, flush=True)
     return settings.model_copy(update={"redis_url": url})
+
+
+def _lab(settings: LabSettings, kept_too: bool = False, say: bool = True) -> Where:
+    """The lab a command speaks of (services/cli/where.py), named in one stderr line."""
+    from services.cli import where
+
+    found = where.find(settings, kept_too=kept_too)
+    if say:
+        print(found.line(), file=sys.stderr, flush=True)
+    return found
+
+
+def _lab_redis(command: str) -> LabSettings | None:
+    """The settings of the lab's Redis for ``command``, None (said why) when that lab's
+    server answers and its Redis does not."""
+    found = _lab(_settings())
+    if found.redis_out_of_reach:
+        print(f"mcp-lab: {found.out_of_reach(command)}", file=sys.stderr)
+        return None
+    return found.server
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -85,7 +105,9 @@ def _cmd_redis_cli(argv: list[str]) -> int:
     """``mcp-lab redis-cli ARGS...``: the bundled redis-cli against the lab's Redis."""
     from services.process.embedded_redis import RedisNotFound, redis_binary
 
-    settings = _with_lab_redis(_settings())
+    settings = _lab_redis("redis-cli")
+    if settings is None:
+        return 1
     try:
         binary = redis_binary("redis-cli")
     except RedisNotFound as exc:
@@ -112,7 +134,9 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    settings = _with_lab_redis(_settings())
+    settings = _lab_redis("trigger")
+    if settings is None:
+        return 1
     options = trigger.TriggerOptions(
         args.uri, args.session, args.delay, args.timeout, not args.no_wait, args.json
     )
@@ -185,35 +209,35 @@ def _cmd_report(args: argparse.Namespace) -> int:
         args.format = "json"
     settings = _settings()
     try:
-        kept = _kept_data_only(settings)
-        if kept is not None:
-            return _report_kept(settings, args, kept)
-        settings = _with_lab_redis(settings)
-        return _with_redis(_report(settings, args), settings.redis_url)
+        if args.kept is not None:
+            return _report_kept(settings, args, args.kept, "as --kept asks")
+        found = _lab(settings, kept_too=True, say=False)
+        if not found.runs and found.kept is not None:
+            return _report_kept(settings, args, found.kept, "no lab runs")
+        print(found.line(), file=sys.stderr, flush=True)
+        if found.redis_out_of_reach:
+            from services.cli import served_report
+
+            return served_report.run(found, args)
+        return _with_redis(_report(found.server, args), found.redis_url)
     except LookupError as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
 
 
-def _kept_data_only(settings: LabSettings) -> Path | None:
-    """The data a stopped ``up`` kept, when no lab runs to report from: no REDIS_URL,
-    no running ``up``, nothing answering on the default Redis port."""
-    from services.cli import runtime
-    from services.cli.kept import kept_data
-    from services.process.embedded_redis import answers
+def _report_kept(
+    settings: LabSettings, args: argparse.Namespace, kept: str | Path, why: str
+) -> int:
+    from services.cli.kept import kept_data, kept_redis
+    from services.process.dirs import default_data_dir
 
-    if "redis_url" in settings.model_fields_set or runtime.running_up() is not None:
-        return None
-    if answers(urlsplit(settings.redis_url).port or 6379):
-        return None
-    return kept_data()
-
-
-def _report_kept(settings: LabSettings, args: argparse.Namespace, data_dir: Path) -> int:
-    from services.cli.kept import kept_redis
-
+    asked = Path(kept).expanduser() if kept != "" else default_data_dir()
+    data_dir = kept_data(asked)
+    if data_dir is None:
+        print(f"mcp-lab: no evidence kept in {asked}", file=sys.stderr)
+        return 2
     print(
-        f"mcp-lab: no lab runs; reading the evidence kept in {data_dir} (a copy, read only)",
+        f"mcp-lab: {why}; reading the evidence kept in {data_dir} (a copy, read only)",
         file=sys.stderr,
         flush=True,
     )
@@ -223,7 +247,9 @@ def _report_kept(settings: LabSettings, args: argparse.Namespace, data_dir: Path
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
-    settings = _with_lab_redis(_settings())
+    settings = _lab_redis("reset")
+    if settings is None:
+        return 1
     return _with_redis(_reset(settings, args.json), settings.redis_url)
 
 
@@ -242,13 +268,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     url = args.url
     if url is None:
-        settings = _settings()
-        server = _with_lab_server(settings)
+        found = _lab(_settings())
+        server = found.server
         if args.transport == "sse" and not server.sse_path:
             print("mcp-lab: that lab serves no legacy SSE endpoint; pass --url", file=sys.stderr)
             return 2
         url = server.sse_url if args.transport == "sse" else server.mcp_url
-        args.scenario = _lab_scenario_for_probe(settings, args.scenario)
+        if found.redis_answers:
+            args.scenario = _lab_scenario_for_probe(found.redis_url, args.scenario)
     return probe.main(
         url,
         args.uri,
@@ -260,14 +287,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     )
 
 
-def _lab_scenario_for_probe(settings: LabSettings, asked: str | None) -> str | None:
-    """The scenario the probe plays against the running lab: the one it plays (read
-    from its Redis) unless another is asked for, which is then said to differ."""
-    from services.cli import runtime
-
-    if runtime.running_up() is None:
-        return asked
-    url, _ = runtime.find_redis(settings)
+def _lab_scenario_for_probe(url: str, asked: str | None) -> str | None:
+    """The scenario the probe plays against the lab: the one it plays (read from its
+    Redis at ``url``) unless another is asked for, which is then said to differ."""
     try:
         played = _with_redis_quietly(url)
     except OSError:
@@ -320,14 +342,13 @@ def _cmd_healthcheck(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from services.cli import status
 
-    return _run_async(status.run(_settings(), args.json))
+    return _run_async(status.run(_lab(_settings(), kept_too=True), args.json))
 
 
 def _cmd_connect(args: argparse.Namespace) -> int:
-    from services.cli import connect, runtime
+    from services.cli import connect
 
-    server, source = runtime.find_server(_settings())
-    return connect.main(args.client, server.mcp_url, source, args.json)
+    return connect.main(args.client, _lab(_settings()).server.mcp_url, args.json)
 
 
 def _run_async(coro: Coroutine[Any, Any, int]) -> int:
@@ -525,7 +546,16 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
     rep.add_argument(
         "--scenario",
         default=None,
-        help="score as this scenario (default: the one the running lab plays)",
+        help="score as this scenario (default: the one the run was played under)",
+    )
+    rep.add_argument(
+        "--kept",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="read the evidence a stopped mcp-lab up kept (in DIR, default its data "
+        "directory), even while another lab runs",
     )
     rep.set_defaults(func=_cmd_report)
 

@@ -179,7 +179,7 @@ def find_redis(settings: LabSettings) -> tuple[str, str]:
     return settings.redis_url, "the default: no REDIS_URL and no running mcp-lab up"
 
 
-_SERVER_FIELDS = ("host", "port", "path", "sse_path")
+SERVER_FIELDS = ("host", "port", "path", "sse_path")
 
 
 def find_server(settings: LabSettings) -> tuple[LabSettings, str]:
@@ -189,7 +189,7 @@ def find_server(settings: LabSettings) -> tuple[LabSettings, str]:
     (``MCP_TEST_HOST``, ``MCP_TEST_PORT``, ...), a running ``mcp-lab up`` (its URLs),
     then the defaults (``http://127.0.0.1:8089``).
     """
-    named = [f for f in _SERVER_FIELDS if f in settings.model_fields_set]
+    named = [f for f in SERVER_FIELDS if f in settings.model_fields_set]
     if named:
         names = ", ".join(f"MCP_TEST_{f.upper()}" for f in named)
         return settings, names if any(

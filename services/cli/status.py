@@ -1,7 +1,8 @@
 """``mcp-lab status``: is a lab running, where, and who is connected to it now.
 
-It reads the running ``mcp-lab up``'s runtime file (its URLs, Redis, data
-directory, processes), asks the server (``/healthz``; ``/api/report`` for the
+It speaks of the lab every command speaks of (services/cli/where.py: the running
+``mcp-lab up``'s runtime file gives its URLs, Redis, data directory and processes),
+asks the server (``/healthz``; ``/api/report`` for the
 current run and its clients, scored by the server) and Redis (the updater's
 heartbeat, who is subscribed). Every part that does not answer is said, never a
 traceback; the exit code is 0 when the server answers healthy, else 1.
@@ -11,31 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from services import contract
 from services.catalog import LAB_CATALOG
-from services.cli import runtime
 from services.cli.healthcheck import http_get
-from services.settings import LabSettings
+from services.cli.where import Where
 
 RUNNING, NOT_RUNNING = 0, 1
 # Redis's whole part of the answer, connecting included (a host that drops packets
 # would otherwise hold the connect for state.CONNECT_TIMEOUT_SECONDS).
 _REDIS_TIMEOUT_SECONDS = 3
 _SHOWN_SESSIONS = 6
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where the lab is, and how each part was found."""
-
-    server: LabSettings
-    server_source: str
-    redis_url: str
-    redis_source: str
-    record: runtime.UpRecord | None
 
 
 def _get_json(url: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -101,6 +89,7 @@ async def gather(where: Where, consumer: str) -> dict[str, Any]:
             "pid": record.up.pid,
             "processes": {name: proc.pid for name, proc in record.children.items()},
         },
+        "other_up": None if where.other_up is None else where.other_up.up.pid,
         "mcp_url": where.server.mcp_url,
         "sse_url": where.server.sse_url if where.server.sse_path else None,
         "dashboard_url": f"{base}/",
@@ -111,6 +100,9 @@ async def gather(where: Where, consumer: str) -> dict[str, Any]:
         "redis": {"url": where.redis_url, "source": where.redis_source, **facts},
         "data_dir": None if record is None else record.data_dir,
         "ephemeral": False if record is None else record.ephemeral,
+        "compose_project": where.compose,
+        "kept": None if where.kept is None else str(where.kept),
+        "other_labs": where.others,
         "updater": {"consumer": consumer, "alive": facts.get("updater_alive")},
         "run": None if report is None else {**report["run"], "window": report.get("window")},
         "report_error": report_error if report is None else None,
@@ -150,15 +142,15 @@ def _server_line(server: dict[str, Any]) -> str:
 def to_text(data: dict[str, Any]) -> str:
     """The terminal rendering of :func:`gather`'s data."""
     up = data["up"]
+    if up:
+        children = ", ".join(f"{name} {pid}" for name, pid in up["processes"].items())
+        running = f"running, pid {up['pid']} ({children})"
+    elif data["other_up"]:
+        running = f"running, pid {data['other_up']}, but not the lab shown here (Other lab)"
+    else:
+        running = "not running for this user"
     lines = [
-        "mcp-lab up   "
-        + (
-            f"running, pid {up['pid']} ("
-            + ", ".join(f"{name} {pid}" for name, pid in up["processes"].items())
-            + ")"
-            if up
-            else "not running for this user"
-        ),
+        f"mcp-lab up   {running}",
         f"MCP server   {data['mcp_url']}   ({data['server_source']})",
     ]
     if data["sse_url"]:
@@ -184,10 +176,19 @@ def to_text(data: dict[str, Any]) -> str:
         for uri, ids in redis["subscribed"].items():
             who = f"{len(ids)} session(s): {_sessions(ids)}" if ids else "nobody"
             lines.append(f"Subscribed   {uri}: {who}")
+    if data["compose_project"]:
+        lines.append(f"Compose      project {data['compose_project']}")
+    for other in data["other_labs"]:
+        lines.append(f"Other lab    {other}")
     if data["run"] is None:
         lines.append(f"Run          unknown: the server {data['report_error']}")
         if up is None:
             lines += ["", "No lab answers: start one with `python3 scripts/dev.py up`."]
+            if data["kept"] and not redis["reachable"]:
+                lines.append(
+                    f"The evidence a stopped mcp-lab up kept is in {data['kept']}: "
+                    "`mcp-lab report` reads it."
+                )
         return "\n".join(lines)
     lines.append(f"Run          {data['run']['window']}")
     if not data["clients"]:
@@ -201,15 +202,8 @@ def to_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def where(settings: LabSettings) -> Where:
-    """Where the lab is: the running ``up``'s record, and the server and Redis to ask."""
-    server, server_source = runtime.find_server(settings)
-    redis_url, redis_source = runtime.find_redis(settings)
-    return Where(server, server_source, redis_url, redis_source, runtime.running_up())
-
-
-async def run(settings: LabSettings, as_json: bool) -> int:
-    data = await gather(where(settings), settings.updater_consumer)
+async def run(where: Where, as_json: bool) -> int:
+    data = await gather(where, where.server.updater_consumer)
     print(json.dumps(data, indent=2) if as_json else to_text(data))
     healthy = data["server"]["answering"] and data["server"]["healthz"].get("status") == "ok"
     return RUNNING if healthy else NOT_RUNNING

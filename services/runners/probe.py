@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -54,6 +55,7 @@ MODERN = protocol.MODERN
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
 CLIENT = mcp_types.Implementation(name="mcp-lab-probe", version="1")
+LAB_NAME = "mcp-subscribe-lab"  # the lab's serverInfo name
 TRANSPORTS = ("http", "sse")  # the command's; the library also takes "stdio"
 # Every step line, in order, of a run that works (then a "summary" line).
 STEPS = (
@@ -326,7 +328,7 @@ class Probe:
         )
         await self._find(client)
         first = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
-        self.emit("initial_content", text=_text(first))
+        self._initial(client, _text(first))
         if (resources is None or not resources.subscribe) and not self.insist:
             raise ProbeFailed(
                 SUBSCRIBE_REFUSED, "subscribe", "the server does not advertise resources.subscribe"
@@ -370,6 +372,18 @@ class Probe:
             await self._unsubscribe(client, modern, None)
         if missed is not None:
             raise missed
+
+    def _initial(self, client: Client, text: str) -> None:
+        """The ``initial_content`` step; against the lab, its version too, and when that
+        is not 1, why (a state left by an earlier run) and how to start over."""
+        info = client.server_info
+        version = _lab_version(text) if info is not None and info.name == LAB_NAME else None
+        if version is None or version == 1:
+            self.emit("initial_content", text=text, **({} if version is None else {"version": 1}))
+            return
+        note = _not_first_note(version, client.protocol_version == MODERN)
+        self.emit("initial_content", text=text, version=version, note=note)
+        self.say(note)
 
     def _plan(self) -> list[Action]:
         """What the lab will do after the subscribe, in order: the scenario's timeline
@@ -475,6 +489,31 @@ class Probe:
             raise ProbeFailed(code, step, _reason(exc)) from exc
         except (httpx2.HTTPError, OSError) as exc:
             raise ProbeFailed(UNREACHABLE, step, _reason(exc)) from exc
+
+
+def _lab_version(text: str) -> int | None:
+    """The version a lab resource's text states (its ``version: N`` line)."""
+    found = re.search(r"^version: (\d+)$", text, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def _not_first_note(version: int, modern: bool) -> str:
+    """Why the lab's first read gave ``version`` (not 1), and how to start over."""
+    if modern:
+        why = (
+            f"at {MODERN} the lab keeps a client's state from one run to the next (one per "
+            f"client name and version, here {CLIENT.name}/{CLIENT.version}, not per "
+            "session), and an earlier probe's update left it there"
+        )
+    else:
+        why = (
+            "this session's state is not new: the lab keeps one state for every session "
+            "(MCP_TEST_STATE_SCOPE=shared), and earlier updates moved it on"
+        )
+    return (
+        f"the first read is version {version}, not 1: {why}. The flow works all the same "
+        "(it waits for the next version); `mcp-lab reset` puts every state back to version 1."
+    )
 
 
 def _failure_in(exc: BaseException) -> ProbeFailed | None:

@@ -223,3 +223,31 @@ def test_a_modern_client_is_one_timeline_per_run_in_a_since_report(lab, redis_ur
         assert session["level"] == 6, session["notes"]
         marks = [session["checkpoints"][name] for name in ("connected", "subscribed", "notified")]
         assert marks == sorted(marks), marks  # connect, then subscribe, then notified
+
+
+def test_a_second_probe_says_why_its_first_read_is_version_2_and_how_to_start_over(
+    lab, redis_url
+) -> None:
+    """At 2026-07-28 the lab keeps the probe's state from one run to the next (keyed by
+    its clientInfo): the second run's first read is version 2, which it says, with
+    `mcp-lab reset`; after the reset the first read is version 1 again."""
+    _, url = lab.server(update_delay_seconds=DELAY)
+    lab.updater(update_delay_seconds=DELAY)
+
+    def run() -> tuple[dict, str]:
+        result = mcp_lab(lab_env(""), "probe", "--url", url, "--timeout", "15")
+        steps = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        assert result.returncode == 0, result.stdout + result.stderr
+        return next(s for s in steps if s["step"] == "initial_content"), result.stderr
+
+    first, said = run()
+    assert first["version"] == 1 and "note" not in first
+    assert "the first read is version" not in said
+    again, said = run()
+    assert again["version"] == 2 and "version: 2" in again["text"]
+    assert again["note"].startswith("the first read is version 2, not 1: at 2026-07-28 the lab")
+    assert "mcp-lab-probe/1" in again["note"] and "`mcp-lab reset`" in again["note"]
+    assert f"mcp-lab probe: {again['note']}" in said
+    assert mcp_lab(lab_env(redis_url), "reset").returncode == 0
+    after, _ = run()
+    assert after["version"] == 1 and "note" not in after

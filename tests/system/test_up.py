@@ -21,13 +21,24 @@ import anyio
 import pytest
 
 from services.cli.runtime import Proc, UpRecord, stop_leftovers
+from services.cli.where import redis_answers
 from services.process.embedded_redis import free_port, start_redis
-from tests.support.lab import ROOT, STATUS_URI, LabProcess, amcp_lab, connect, lab_env, mcp_lab
+from tests.support.lab import (
+    ROOT,
+    STATUS_URI,
+    LabProcess,
+    amcp_lab,
+    connect,
+    lab_env,
+    mcp_lab,
+    start_server,
+)
 
 pytestmark = pytest.mark.anyio
 
 NO_AUTO_UPDATE = "600"
 START_SECONDS = 60
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
 def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
@@ -109,7 +120,10 @@ async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp
     up = await astart_up(env, port, redis_port)
     try:
         assert banner_commands(up) == readme_run_commands()
-        used = f"Redis at redis://127.0.0.1:{redis_port}/0 (the running mcp-lab up, pid "
+        used = (
+            f"mcp-lab: Redis at redis://127.0.0.1:{redis_port}/0, server at "
+            f"http://127.0.0.1:{port}/mcp (the running mcp-lab up, pid "
+        )
         async with connect(f"http://127.0.0.1:{port}/mcp", "found-client") as client:
             await client.session.subscribe_resource(STATUS_URI)
             published = await amcp_lab(
@@ -175,7 +189,9 @@ async def test_report_without_a_running_up_reads_the_kept_data_and_leaves_it_as_
     tmp_path,
 ) -> None:
     port, redis_port = free_port(), free_port()
-    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)  # no Redis named
+    # No Redis named, and a server port where nothing answers once up stops (on the
+    # default one a lab may run on this machine: report would speak of that one).
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE, port=str(free_port()))
     up = await astart_up(env, port, redis_port)
     try:
         async with connect(f"http://127.0.0.1:{port}/mcp", "kept-client") as client:
@@ -197,6 +213,148 @@ async def test_report_without_a_running_up_reads_the_kept_data_and_leaves_it_as_
     assert "no lab runs; reading the evidence kept in" in report.stderr
     assert [c["client"] for c in json.loads(report.stdout)["clients"]] == ["kept-client"]
     assert listing() == before  # the kept data was read through a copy, never written
+
+
+def pretend_up(tmp_path: Path, redis_url: str, mcp_url: str) -> None:
+    """A runtime file of a running ``mcp-lab up`` whose lab is at ``mcp_url`` and
+    ``redis_url``: this test's process stands for the up (it is alive, as the up is)."""
+    path = tmp_path / "state" / "mcp-lab" / "up.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(UpRecord(Proc.of(os.getpid()), redis_url, mcp_url).to_json())
+
+
+async def client_seen(url: str, name: str, server: LabProcess) -> None:
+    """A client of the lab at ``url`` reads once and leaves; its evidence is recorded."""
+    async with connect(url, name) as client:
+        await client.read_text()
+    await server.await_line(rf"\[session/end\] .*client={name}/")
+
+
+async def test_every_command_speaks_of_the_lab_named_and_names_the_running_up_as_another(
+    lab, tmp_path
+) -> None:
+    """Two labs: a running mcp-lab up (server A on Redis A) and the lab MCP_TEST_PORT
+    names (server B, on a Redis the command is not told of). connect, probe and status's
+    server spoke of B while report, trigger, reset, redis-cli and status's Redis spoke
+    of A; now every command speaks of B, says so in one line, and names the up as the
+    other lab, with what to unset to speak to it."""
+    assert not redis_answers(DEFAULT_REDIS), f"something answers at {DEFAULT_REDIS}"
+    redis_a = start_redis()
+    server_a: LabProcess | None = None
+    try:
+        port_a = free_port()
+        server_a = await anyio.to_thread.run_sync(lambda: start_server(redis_a.url, port_a))
+        url_a = f"http://127.0.0.1:{port_a}/mcp"
+        server_b, url_b = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE)
+        await client_seen(url_a, "client-a", server_a)
+        await client_seen(url_b, "client-b", server_b)
+        pretend_up(tmp_path, redis_a.url, url_a)
+        env = up_env(tmp_path, port=url_b.split(":")[2].split("/")[0])
+        line = (
+            f"mcp-lab: Redis at {DEFAULT_REDIS} (the default), server at {url_b} "
+            f"(MCP_TEST_PORT); its Redis does not answer from here; not the running mcp-lab "
+            f"up, pid {os.getpid()} (server {url_a}, Redis {redis_a.url}): unset MCP_TEST_PORT"
+        )
+
+        # What each command got wrong, all of them said at once.
+        wrong: dict[str, str] = {}
+
+        def check(command: str, right: bool, said: str) -> None:
+            if not right:
+                wrong[command] = said[-600:]
+
+        snippet = await amcp_lab(env, "connect", "claude-code", "--json")
+        url = json.loads(snippet.stdout)["url"] if snippet.returncode == 0 else None
+        check("connect", url == url_b and line in snippet.stderr, snippet.stderr)
+
+        probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "1")
+        read = '"step": "initial_content"' in probed.stdout
+        check("probe", read and line in probed.stderr, probed.stderr)
+
+        status = await amcp_lab(env, "status", "--json")
+        data = json.loads(status.stdout)
+        seen = {c["client"] for c in data["clients"]}
+        check(
+            "status --json",
+            (data["mcp_url"], data["redis"]["url"]) == (url_b, DEFAULT_REDIS)
+            and seen == {"client-b", "mcp-lab-probe"}
+            and data["up"] is None
+            and data.get("other_up") == os.getpid()
+            and line in status.stderr,
+            f"{data['mcp_url']} {data['redis']['url']} {data['up']} {seen} {status.stderr}",
+        )
+        text = await amcp_lab(env, "status")
+        check(
+            "status",
+            f"running, pid {os.getpid()}, but not the lab shown here" in text.stdout
+            and f"Other lab    not the running mcp-lab up, pid {os.getpid()}" in text.stdout,
+            text.stdout,
+        )
+
+        for fmt in ("json", "table"):
+            report = await amcp_lab(env, "report", "--format", fmt)
+            check(
+                f"report --format {fmt}",
+                report.returncode == 0
+                and "client-b" in report.stdout
+                and "client-a" not in report.stdout
+                and line in report.stderr
+                and f"the report of the lab's server ({url_b[:-4]}/api/report" in report.stderr,
+                report.stdout[:300] + report.stderr,
+            )
+
+        for command in (["trigger"], ["reset"], ["redis-cli", "PING"]):
+            done = await amcp_lab(env, *command)
+            check(
+                " ".join(command),
+                done.returncode == 1
+                and line in done.stderr
+                and f"cannot reach Redis at {DEFAULT_REDIS}, and the lab at {url_b}" in done.stderr
+                and "set REDIS_URL to that lab's Redis" in done.stderr,
+                f"exit {done.returncode}: {done.stdout}{done.stderr}",
+            )
+        assert wrong == {}, json.dumps(wrong, indent=1)
+    finally:
+        if server_a is not None:
+            server_a.stop()
+        redis_a.stop()
+
+
+async def test_report_speaks_of_the_lab_that_answers_and_reads_kept_data_when_asked(
+    lab, tmp_path
+) -> None:
+    """No up runs; a stopped up kept its evidence (client-kept); a lab answers where
+    the settings point (MCP_TEST_PORT; compose on 8089 in the issue) with its Redis out
+    of reach. report read the kept data while status showed the other lab; now both
+    speak of the lab that answers, and report --kept reads the kept data."""
+    assert not redis_answers(DEFAULT_REDIS), f"something answers at {DEFAULT_REDIS}"
+    kept = tmp_path / "data" / "mcp-lab" / "redis"
+    redis_a = start_redis(data_dir=kept)
+    try:
+        port_a = free_port()
+        server_a = await anyio.to_thread.run_sync(lambda: start_server(redis_a.url, port_a))
+        await client_seen(f"http://127.0.0.1:{port_a}/mcp", "client-kept", server_a)
+        server_a.stop()
+    finally:
+        redis_a.stop()
+    server_b, url_b = await lab.aserver(update_delay_seconds=NO_AUTO_UPDATE)
+    await client_seen(url_b, "client-b", server_b)
+    env = up_env(tmp_path, port=url_b.split(":")[2].split("/")[0])
+    also = f"the evidence a stopped mcp-lab up kept in {kept}: mcp-lab report --kept"
+
+    report = await amcp_lab(env, "report", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert [c["client"] for c in json.loads(report.stdout)["clients"]] == ["client-b"]
+    assert f"server at {url_b} (MCP_TEST_PORT)" in report.stderr and also in report.stderr
+
+    status = await amcp_lab(env, "status")
+    assert f"MCP server   {url_b}" in status.stdout and "client-b" in status.stdout
+    assert f"Other lab    {also}" in status.stdout
+
+    report = await amcp_lab(env, "report", "--format", "json", "--kept")
+    assert report.returncode == 0, report.stderr
+    assert f"as --kept asks; reading the evidence kept in {kept}" in report.stderr
+    assert [c["client"] for c in json.loads(report.stdout)["clients"]] == ["client-kept"]
 
 
 async def test_up_plays_a_scenario_and_the_probe_plays_the_same_one_by_itself(tmp_path) -> None:
@@ -231,7 +389,7 @@ async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path
 
         probed = await amcp_lab(env, "probe", "--protocol", "legacy", "--timeout", "15")
         assert probed.returncode == 0, probed.stdout + probed.stderr
-        assert f"mcp-lab: server at http://127.0.0.1:{port} {found}" in probed.stderr
+        assert f"server at {mcp_url} {found}" in probed.stderr
         assert "mcp-lab probe: waiting for notifications/resources/updated" in probed.stderr
 
         snippet = await amcp_lab(env, "connect", "claude-code", "--json")
