@@ -52,6 +52,9 @@ def mcp_lab(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return out
 
 
+# Four runs of a lab and an agent, one after another: about 60 s alone, past the
+# default 120 s bound while two more test workers share 2 cores.
+@pytest.mark.timeout(360)
 def test_the_sweep_bisects_to_the_version_where_the_client_changed(
     fake_client: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
