@@ -21,6 +21,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from services.process.dirs import state_dir
@@ -198,15 +199,20 @@ def find_server(settings: LabSettings) -> tuple[LabSettings, str]:
     record = running_up()
     if record is None:
         return settings, "the default: no MCP_TEST_PORT and no running mcp-lab up"
+    update = up_urls(settings, record)
+    return settings.model_copy(update=update), f"the running mcp-lab up, pid {record.up.pid}"
+
+
+def up_urls(settings: LabSettings, record: UpRecord) -> dict[str, Any]:
+    """The server settings (host, port, path, sse_path) of the running ``up`` in
+    ``record``, for ``settings.model_copy(update=...)``."""
     parts = urlsplit(record.mcp_url)
-    sse_path = urlsplit(record.sse_url).path if record.sse_url else ""
-    update = {
+    return {
         "host": parts.hostname or settings.host,
         "port": parts.port or settings.port,
         "path": parts.path or settings.path,
-        "sse_path": sse_path,
+        "sse_path": urlsplit(record.sse_url).path if record.sse_url else "",
     }
-    return settings.model_copy(update=update), f"the running mcp-lab up, pid {record.up.pid}"
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -195,16 +195,10 @@ def _differ(settings: LabSettings, named: list[str], mcp_url: str) -> list[str]:
 
 
 def _up_settings(settings: LabSettings, record: runtime.UpRecord) -> LabSettings:
-    parts = urlsplit(record.mcp_url)
-    sse_path = urlsplit(record.sse_url).path if record.sse_url else ""
-    update = {
-        "host": parts.hostname or settings.host,
-        "port": parts.port or settings.port,
-        "path": parts.path or settings.path,
-        "sse_path": settings.sse_path if "sse_path" in settings.model_fields_set else sse_path,
-        "redis_url": record.redis_url,
-    }
-    return settings.model_copy(update=update)
+    update = runtime.up_urls(settings, record)
+    if "sse_path" in settings.model_fields_set:
+        update["sse_path"] = settings.sse_path
+    return settings.model_copy(update={**update, "redis_url": record.redis_url})
 
 
 def find(settings: LabSettings, *, kept_too: bool = False) -> Where:
