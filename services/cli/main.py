@@ -164,23 +164,25 @@ async def _reset(settings: LabSettings, as_json: bool) -> int:
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
     from services import state
     from services.evidence import build, report
+    from services.evidence.labels import lab_labels
 
     redis = state.connect(settings.redis_url)
     try:
         since_ms = None if args.since is None else _since_ms(args.since)
         made = await build.build(redis, run=args.run, since_ms=since_ms, scenario=args.scenario)
+        labels = await lab_labels(redis)  # each session's one name, as on the dashboard
     finally:
         await redis.aclose()
     if args.format == "json":
-        print(json.dumps(report.to_json(made), indent=2))
+        print(json.dumps(report.to_json(made, labels), indent=2))
     elif args.format == "markdown":
-        print(report.to_markdown(made), end="")
+        print(report.to_markdown(made, labels), end="")
     elif args.format == "html":
         from services.evidence.html_report import to_html
 
-        print(to_html(made), end="")
+        print(to_html(made, labels), end="")
     else:
-        print(report.to_table(made))
+        print(report.to_table(made, labels))
     return 0
 
 

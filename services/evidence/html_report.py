@@ -3,14 +3,17 @@
 Everything is inline: the stylesheet, and each session's picture as SVG
 (:mod:`services.evidence.picture`). There is no script, no image, font or link to
 load: the file shows the same offline, and its Content-Security-Policy (``default-src
-'none'``) forbids a browser to fetch anything for it. Sessions are named by a label
-(an HMAC of the id under a secret drawn for this file, as the dashboard does), never
-by their ``Mcp-Session-Id``. Every value from the evidence is HTML-escaped, after it
-is cut and its control characters are escaped (:mod:`services.untrusted`).
+'none'``) forbids a browser to fetch anything for it. Sessions are named by their label
+(an HMAC of the id under the lab's secret, :mod:`services.evidence.labels`), never by
+their ``Mcp-Session-Id``: the label the session has on the dashboard, in ``mcp-lab
+report`` and in the server's log, in every export of it. Every value from the evidence
+is HTML-escaped, after it is cut and its control characters are escaped
+(:mod:`services.untrusted`).
 
 It renders the report's JSON (:func:`services.evidence.report.to_json`), so the
 dashboard's export (already labelled) and ``mcp-lab report --format html`` give the
-same page.
+same page. A page made without the lab's labels (:func:`to_html` without them) labels
+under a secret of its own and says so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from services import untrusted
 from services.evidence import picture
 from services.evidence.build import Report
+from services.evidence.labels import OF_LAB, SessionLabels
 
 _NOTE_CHARS = 300
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -69,17 +73,31 @@ def _clock(iso: object) -> str:
     return iso[11:23] if isinstance(iso, str) and len(iso) >= 23 else "—"
 
 
-def labelled(report: Report) -> dict[str, Any]:
-    """``report`` as JSON with its sessions named by labels (a secret of its own)."""
-    from services.evidence.labels import SessionLabels
+def labelled(report: Report, labels: SessionLabels | None = None) -> dict[str, Any]:
+    """``report`` as JSON with its sessions named by ``labels`` (the lab's,
+    :func:`services.evidence.labels.lab_labels`); without them, by labels under a
+    secret of this page's own (the page says so)."""
     from services.evidence.report import to_json
 
-    return SessionLabels().public(to_json(report))
+    return (labels or SessionLabels()).public(to_json(report))
 
 
-def to_html(report: Report) -> str:
-    """``mcp-lab report --format html``: the report, sessions labelled."""
-    return html_of(labelled(report))
+def to_html(report: Report, labels: SessionLabels | None = None) -> str:
+    """``mcp-lab report --format html``: the report, sessions named by ``labels``."""
+    return html_of(labelled(report, labels))
+
+
+def _named(data: Mapping[str, Any]) -> str:
+    """What the footer says of the sessions' labels: the lab's, or this file's alone."""
+    if data.get("label_secret") == OF_LAB:
+        return (
+            "Each session is named by its label, the same label as on the lab's dashboard, "
+            "in mcp-lab report and in the server's log, never by its Mcp-Session-Id."
+        )
+    return (
+        "Sessions are named by labels of this file alone (made without the lab's label "
+        "secret: they match no other view), never by their Mcp-Session-Id."
+    )
 
 
 def html_of(data: Mapping[str, Any]) -> str:
@@ -112,7 +130,7 @@ def html_of(data: Mapping[str, Any]) -> str:
     legend = " · ".join(f"{_h(k)} {_h(v)}" for k, v in sorted(levels.items(), key=lambda kv: kv[0]))
     body.append(
         f"<footer>Levels: {legend}. Level 7 happens inside the agent; the lab cannot see it. "
-        "Sessions are named by a label, never by their Mcp-Session-Id.</footer>"
+        f"{_named(data)}</footer>"  # the lab's text, not the evidence's
     )
     return "\n".join(
         [

@@ -138,7 +138,7 @@ class Flow:
 
     client: str
     version: str
-    session: str  # its id (mcp-lab report) or label (the dashboard)
+    session: str  # its label (services/evidence/labels.py): every page and picture shows that
     protocol: str
     transport: str
     level: int

@@ -11,6 +11,7 @@ from services import untrusted
 from services.contract import Event, entry_time_ms
 from services.evidence import picture
 from services.evidence.build import Report
+from services.evidence.labels import SessionLabels
 from services.evidence.scoring import (
     CHECKPOINTS,
     LEVEL_NAMES,
@@ -101,9 +102,10 @@ def _event_json(event: Event) -> dict[str, Any]:
     }
 
 
-def _session_json(score: SessionScore) -> dict[str, Any]:
+def _session_json(score: SessionScore, labels: SessionLabels | None = None) -> dict[str, Any]:
     return {
         "session": score.session,
+        **({} if labels is None else {"label": labels(score.session)}),
         "protocol": score.protocol,
         "transport": score.transport,
         "level": score.level,
@@ -206,8 +208,13 @@ def _checks_json(checks: list[Check]) -> list[dict[str, Any]]:
     ]
 
 
-def to_json(report: Report) -> dict[str, Any]:
+def to_json(report: Report, labels: SessionLabels | None = None) -> dict[str, Any]:
     """The report as plain data (what ``--format json`` and ``/api/report`` give).
+
+    With ``labels`` (``mcp-lab report``: the lab's, :mod:`services.evidence.labels`)
+    each session has its ``label`` beside its id, each client its ``best_label``, and
+    ``label_secret`` says whose secret made them; ``/api/report`` has labels in place
+    of the ids (:meth:`~services.evidence.labels.SessionLabels.public`).
 
     A report of a run has ``run`` (its id and start); one made with ``--since``
     has ``since`` instead (and ``run`` null). ``missing_events``: events of the
@@ -219,7 +226,9 @@ def to_json(report: Report) -> dict[str, Any]:
     and each client's (and session's) ``checks``: that scenario's own checkpoints."""
     since_ms, run_id = report.since_ms, report.run_id
     scenario = report.scenario
+    named = {} if labels is None else {"label_secret": labels.whose}
     return {
+        **named,
         "run": None
         if since_ms is not None
         else {"id": run_id, "started": iso(run_start_ms(run_id))},
@@ -243,17 +252,19 @@ def to_json(report: Report) -> dict[str, Any]:
                 "level": c.level,
                 "level_name": LEVEL_NAMES[c.level],
                 "best_session": c.best.session,
+                **({} if labels is None else {"best_label": labels(c.best.session)}),
                 "checks": _checks_json(c.checks),
                 "notes": c.notes,
-                "sessions": [_session_json(s) for s in c.sessions],
+                "sessions": [_session_json(s, labels) for s in c.sessions],
             }
             for c in report.clients
         ],
     }
 
 
-def to_table(report: Report) -> str:
-    """A terminal table: one row per client (its best session), then its sessions."""
+def to_table(report: Report, labels: SessionLabels | None = None) -> str:
+    """A terminal table: one row per client (its best session), then its sessions:
+    each by its label and its id with ``labels`` (the lab's), else by its id."""
     clients, missing = report.clients, report.missing
     head = f"{window(report.run_id, report.since_ms)}, {len(clients)} client(s)"
     lines = [f"{head}, scenario {report.scenario.name}", ""]
@@ -297,8 +308,11 @@ def to_table(report: Report) -> str:
         lines.append("")
         lines.append(f"{_shown(f'{client.client}/{client.version}')}: level {client.level}")
         for session in client.sessions:
+            name, ident = _shown(session.session), ""
+            if labels is not None:  # the label, as every view has it; the id, as the log
+                name, ident = labels(session.session), f"id {name}, "
             lines.append(
-                f"  session {_shown(session.session)} ({_shown(session.protocol)}, "
+                f"  session {name} ({ident}{_shown(session.protocol)}, "
                 f"{_shown(session.transport)}): level {session.level} {LEVEL_NAMES[session.level]}"
             )
         for note in client.notes:
@@ -322,8 +336,9 @@ def _mermaid_of(client: str, version: str, session: SessionScore) -> str:
     return f"```mermaid\n{picture.mermaid(flow)}\n```"
 
 
-def to_markdown(report: Report) -> str:
-    """Compatibility notes, one block per client, filled in from the evidence."""
+def to_markdown(report: Report, labels: SessionLabels | None = None) -> str:
+    """Compatibility notes, one block per client, filled in from the evidence; with
+    ``labels``, each block names its best session by its label (never its id)."""
     clients, missing = report.clients, report.missing
     scenario = report.scenario
     blocks = [
@@ -380,6 +395,7 @@ def to_markdown(report: Report) -> str:
                     f"- Re-reads after the update? {reread}",
                     *own,
                     f"- Notes: {notes}",
+                    *([] if labels is None else [f"- Session: {labels(best.session)}"]),
                     "",
                     _mermaid_of(client.client, client.version, best),
                 ]

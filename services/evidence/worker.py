@@ -18,7 +18,8 @@ with :func:`produce`, so a report is the same wherever it was built.
 
 Protocol, on the worker's stdin and stdout: a request is one line of JSON
 (``kind``: ``report``, ``md`` or ``html``; ``redis_url``, ``max_events``,
-``unsaved``, ``secret``: the session labels' secret, hex). The answer is one line of
+``unsaved``, ``secret``: the session labels' secret, hex, and ``of_lab``: whether it is
+the lab's, :mod:`services.evidence.labels`). The answer is one line of
 JSON (``ok``; ``run``, ``places`` and ``size``, or ``redis`` and ``message``),
 then ``places`` bytes (the sessions' places, JSON), then ``size`` bytes: the
 encoded report, or the rendered file.
@@ -86,7 +87,7 @@ async def produce(
     data = labels.public(report.to_json(made))
     run = (data.get("run") or {}).get("id")
     if kind == "md":
-        return Rendered(report.to_markdown(made).encode(), run)
+        return Rendered(report.to_markdown(made, labels).encode(), run)
     if kind == "html":
         return Rendered(html_report.html_of(data).encode(), run)
     return encode(data)
@@ -137,6 +138,7 @@ class ReportWorker:
             "max_events": max_events,
             "unsaved": unsaved,
             "secret": labels.secret.hex(),
+            "of_lab": labels.of_lab,
         }
         async with self._lock:
             if self._idle is not None:
@@ -267,7 +269,9 @@ async def _answer(
         kind,
         unsaved=int(request["unsaved"]),
         max_events=int(request["max_events"]),
-        labels=SessionLabels(bytes.fromhex(str(request["secret"]))),
+        labels=SessionLabels(
+            bytes.fromhex(str(request["secret"])), of_lab=request.get("of_lab") is True
+        ),
     )
     if isinstance(made, Rendered):
         return {"ok": True, "run": made.run}, b"", made.body

@@ -145,7 +145,7 @@ def build_lab(
         # have none, and it would run on every message.
         dereference_schemas=False,
     )
-    server.add_middleware(EventLogMiddleware(lab))
+    server.add_middleware(EventLogMiddleware(lab, labels))
 
     handlers = Handlers(lab)
     for spec in catalog:

@@ -30,7 +30,9 @@ The feed keeps the newest encoding only, and lets it go when the last stream clo
 ``MCP_TEST_DASHBOARD_MAX_EVENTS`` events, the newest of the run. At most
 ``MCP_TEST_DASHBOARD_MAX_STREAMS`` streams are open at once; past that a stream gets
 503 with ``Retry-After``. What a report shows of sessions is their labels
-(:mod:`services.evidence.labels`), never their ids.
+(:mod:`services.evidence.labels`), never their ids: under the lab's secret, read from
+Redis at each build (so a server that could not take it at its start, or whose Redis
+lost it, labels as every other view does).
 """
 
 from __future__ import annotations
@@ -236,6 +238,7 @@ class DashboardFeed:
 
     async def _build_now(self, shared: _Shared) -> None:
         unsaved = self._recorder.unsaved_lost
+        await self._labels.share(self._build_redis)  # the lab's secret, as Redis has it now
         events = int(await self._build_redis.xlen(contract.EVENTS_STREAM))
         if events <= self._local_events:
             made = await worker.produce(

@@ -13,6 +13,7 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from services import protocol, untrusted
 from services.catalog import ID_PLACEHOLDER, REVIEW_STATUS, ResourceSpec, TemplateSpec
 from services.contract import Peer
+from services.evidence.labels import SessionLabels
 from services.evidence.recorder import annotate
 from services.logs import event
 from services.server import mcp_adapter
@@ -33,8 +34,9 @@ class EventLogMiddleware(Middleware):
     calls the method's hook directly and passes every other message straight on.
     """
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, labels: SessionLabels | None = None) -> None:
         self._lab = lab
+        self._labels = labels
         self._hooks: dict[str, Any] = {
             protocol.INITIALIZE: self.on_initialize,
             protocol.DISCOVER: self.on_discover,
@@ -69,7 +71,7 @@ class EventLogMiddleware(Middleware):
                 protocol.INITIALIZE,
                 "client connected",
                 peer,
-                f"protocol={peer.protocol} transport={peer.transport}",
+                f"protocol={peer.protocol} transport={peer.transport}{self._label(peer)}",
             )
         return result
 
@@ -80,9 +82,15 @@ class EventLogMiddleware(Middleware):
                 protocol.DISCOVER,
                 "client connected",
                 peer,
-                f"protocol={peer.protocol} transport={peer.transport}",
+                f"protocol={peer.protocol} transport={peer.transport}{self._label(peer)}",
             )
         return await call_next(context)
+
+    def _label(self, peer: Peer) -> str:
+        """`` label=<label>``: the session's name in the dashboard and every report
+        (services/evidence/labels.py), once the server has the lab's label secret."""
+        labels = self._labels
+        return f" label={labels(peer.session)}" if labels is not None and labels.of_lab else ""
 
     async def on_list_resources(self, context: MiddlewareContext[Any], call_next: CallNext) -> Any:
         ctx = context.fastmcp_context
@@ -122,8 +130,9 @@ class EventLogMiddleware(Middleware):
 class Handlers:
     """The request handlers of ``lab``'s FastMCP server (registered by ``build_lab``)."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, labels: SessionLabels | None = None) -> None:
         self._lab = lab
+        self._labels = labels
 
     def reader(self, spec: ResourceSpec) -> Any:
         """The ``resources/read`` handler of ``spec``: its text for the reader's scope."""
