@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Measurement: what hostile clients cost the lab (docs/security.md "Hostile clients",
-docs/faults.md).
+docs/performance.md "Hostile neighbours").
 
 Each attack runs against a fresh local redis-server and a server process with the
 default settings (loopback, free ports). Not a test: figures only.

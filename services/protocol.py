@@ -50,7 +50,7 @@ LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resource
 # Requests whose handling in the lab sends the client nothing before their answer
 # (no progress, log, sampling or elicitation). With ``MCP_TEST_POST_RESPONSES=auto``
 # a POST of one of these is answered with one ``application/json`` body: an SSE
-# stream would carry its answer and nothing else (docs/performance.md, "Fast path
+# stream would carry its answer and nothing else (docs/dev/performance-notebook.md, "Fast path
 # per request"). Any other request keeps its stream: tools/call (progress, logs,
 # sampling, elicitation), an unknown method, and resources/subscribe, whose answer
 # waits for its Redis writes (in a burst, for its turn in the batch writer): a

@@ -28,7 +28,7 @@ both with the raw client of scripts/rawmcp.py, and prints one table:
 commit) with this venv, to compare before and after on the same machine. Every
 phase is bounded: sizes come from the flags, every wait has a timeout.
 
-``--peer DIR`` measures the peer TypeScript lab of issue 24 too (a built checkout
+``--peer DIR`` measures the peer TypeScript lab too (a built checkout
 of it; scripts/bench/peer.py), with the same client, in a column between the lab
 and the floor: storm, late, reads and cold start (it has no shared update
 to fan out). The last column is the lab's figure divided by the peer's.
@@ -94,7 +94,7 @@ def main() -> None:
         "--client",
         choices=("raw", "aiohttp"),
         default="raw",
-        help="the client of the reads phase (aiohttp: as issue 24 measured; pip install aiohttp)",
+        help="the client of the reads phase (aiohttp: as the comparison with the TypeScript lab measured; pip install aiohttp)",
     )
     parser.add_argument(
         "--compose-replicas",

@@ -1,6 +1,6 @@
 """The peer lab in scripts/bench (``--peer DIR``): start, wait for, stop.
 
-The peer is the TypeScript lab issue 24 compares the lab with: a checkout of
+The peer is the TypeScript lab the lab is compared with: a checkout of
 scottlz0310/mcp-resource-subscriber, built where it lies as its own README says
 (nothing of it is kept in this repository). Its server
 (``dist/src/server/index.js``: Express, the TypeScript SDK's Streamable HTTP

@@ -1,6 +1,6 @@
 """The garbage collector of the lab's processes: one home for how it is run.
 
-Three measured costs, three functions (docs/performance.md, "Fast path per
+Three measured costs, three functions (docs/dev/performance-notebook.md, "Fast path per
 request", "Memory and start-up" and "Fan-out"):
 
 * :func:`import_untracked`: imports allocate a few hundred thousand objects and

@@ -23,7 +23,7 @@ to go; each concern's logic lives in its own module:
 
 Before, each concern was an ASGI middleware of its own (three inside Starlette's
 middleware stack, three around it), each checking every request again and some
-wrapping every ``send``; see docs/performance.md, "Fast path per request".
+wrapping every ``send``; see docs/dev/performance-notebook.md, "Fast path per request".
 """
 
 from __future__ import annotations

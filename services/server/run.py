@@ -142,7 +142,7 @@ def no_fastmcp_spans() -> None:
     chose a mode. The lab exports no traces, yet in FastMCP's default mode every
     request builds its span attributes (protocol, auth, session, component) for a
     span that records nothing: 6% of the instructions of a ``resources/read``
-    (docs/performance.md, "Where a read's time goes"). Trace context in ``_meta`` is
+    (docs/dev/performance-notebook.md, "Where a read's time goes"). Trace context in ``_meta`` is
     still propagated."""
     import fastmcp
 
