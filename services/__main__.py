@@ -1,5 +1,5 @@
 """``python -m services``: the ``mcp-lab`` command line."""
 
-from services.cli.main import main
+from services.cli.entry import main
 
 main()

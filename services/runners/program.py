@@ -21,6 +21,9 @@ from pathlib import Path
 from services.process.lifeline import die_with_parent
 
 _STOP_TIMEOUT = 10.0
+# A run being cancelled (Ctrl-C) gives its processes this long, not _STOP_TIMEOUT: the
+# command ends within seconds, and a process that does not stop by then is killed.
+_HURRIED_STOP_TIMEOUT = 1.5
 LINE_LIMIT = 1024 * 1024  # a longer output line is left out (a minified stack trace)
 
 
@@ -98,7 +101,9 @@ class Process:
             ) from exc
 
     async def stop(self) -> int:
-        """SIGINT the process group, SIGKILL after a bound; returns the exit code."""
+        """SIGINT the process group, SIGKILL after a bound (a short one when the
+        calling task is being cancelled); returns the exit code."""
+        bound = _HURRIED_STOP_TIMEOUT if cancelling() else _STOP_TIMEOUT
         if self.process.returncode is None:
             for sig in (signal.SIGINT, signal.SIGKILL):
                 try:
@@ -106,12 +111,18 @@ class Process:
                 except ProcessLookupError:
                     break
                 try:
-                    await asyncio.wait_for(self.process.wait(), _STOP_TIMEOUT)
+                    await asyncio.wait_for(self.process.wait(), bound)
                     break
                 except TimeoutError:
                     continue
         await asyncio.wait_for(self._reader, _STOP_TIMEOUT)
         return self.process.returncode if self.process.returncode is not None else -1
+
+
+def cancelling() -> bool:
+    """Whether the calling task is being cancelled (a Ctrl-C on the runner)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:

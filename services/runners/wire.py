@@ -294,6 +294,9 @@ class WireTap:
                         chunk = step.result()
                     except StopAsyncIteration:
                         return
+                    except httpx2.HTTPError as exc:  # the lab went away mid-stream
+                        logger.info("[wire] %s: the lab's stream broke off: %s", http, exc)
+                        return
                     for payload in reader.feed(chunk):
                         self._keep(
                             messages_in(payload, LAB, exchange, http, answer.status_code, session)

@@ -4,7 +4,6 @@ are in :mod:`services.runners.clients.history_commands`)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from services.runners import commands
 from services.runners.clients.definition import TRANSPORTS, DefinitionError
 from services.runners.clients.pins import CLIENTS, known, with_files
+from services.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -155,10 +155,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
+    finished: list[matrix.Row] = []
+    chosen = [clients[name] for name in names]
     with run_folders.invocation(cache_dir() / "runs") as runs:
-        rows = asyncio.run(
+        done, interrupted = run_until_interrupted(
             runner.run_clients(
-                [clients[name] for name in names],
+                chosen,
                 versions,
                 scenarios,
                 runs=runs,
@@ -168,19 +170,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 progress=progress,
                 transport=args.transport,
-            )
+                finished=finished,
+            ),
+            runner.say_on_stderr,  # a Ctrl-C is said even with --quiet
         )
+    rows = finished if done is None else done
+    from services.runners.clients.history import INTERRUPTED, RUN
     from services.runners.clients.history_commands import keep
 
-    kept = keep(rows, "run")
-    commands.print_matrix(
-        rows,
-        args.format,
-        to_json=matrix.to_json,
-        to_markdown=matrix.to_markdown,
-        to_table=matrix.to_table,
-    )
+    kept = keep(rows, INTERRUPTED if interrupted else RUN) if rows else None
+    if rows or args.format == "json":
+        commands.print_matrix(
+            rows,
+            args.format,
+            to_json=matrix.to_json,
+            to_markdown=matrix.to_markdown,
+            to_table=matrix.to_table,
+        )
     commands.say_where(progress, runs, kept, "mcp-lab clients history")
+    if interrupted:
+        total = sum(runner.count_rows(c, scenarios, args.tool, args.transport) for c in chosen)
+        shown = "the matrix above has only those" if rows else "nothing to show or keep"
+        marked = ", kept in the history as interrupted" if kept else ""
+        runner.say_on_stderr(f"interrupted: {len(rows)} of {total} row(s) finished; "
+                             f"{shown}{marked}")
+        return INTERRUPTED_EXIT
     return 0
 
 

@@ -35,6 +35,8 @@ from services.runners.clients.matrix import CHECKLIST, Row, level_name
 from services.runners.history_store import history_path, insert, lab_version, now, rows
 
 RUN, SWEEP = "run", "sweep"
+# The finished rows of a run that was stopped by Ctrl-C (each row is whole).
+INTERRUPTED = "interrupted"
 CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
 
 _COLUMNS = (

@@ -129,6 +129,7 @@ async def run_client(
     transport: str | None = None,
     tally: Tally | None = None,
     gate: asyncio.Semaphore | None = None,
+    finished: list[Row] | None = None,
 ) -> list[Row]:
     """One client's rows, one per transport, scenario and lab setup that apply, in that
     order; a single row saying why when the runner could not install it (or it cannot
@@ -136,14 +137,23 @@ async def run_client(
     folder (:mod:`services.runners.run_folders`), where each run keeps its files.
     ``installed``: a client that is already on disk (a test's own), with its driver.
     ``gate``: how many rows run at once, shared with other clients (default: one);
-    each row has a lab, a HOME and ports of its own."""
+    each row has a lab, a HOME and ports of its own. ``finished``: each row is also
+    added there as soon as it is made (what a Ctrl-C keeps)."""
+    done = finished if finished is not None else []
+
+    def alone(row: Row) -> list[Row]:
+        done.append(row)
+        return [row]
+
     if transport is not None and transport not in spec.transports:
         why = f"does not support {transport} (its file says {', '.join(spec.transports)})"
-        return [Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])]
+        return alone(Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why]))
     if installed is None:
         if spec.not_installable or spec.package is None:
             why = spec.not_installable or "no package"
-            return [Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])]
+            return alone(
+                Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])
+            )
         started = time.monotonic()
         progress(f"{spec.name} {version}: installing")
         try:
@@ -151,7 +161,7 @@ async def run_client(
                 installed = await install(spec, version)
         except InstallError as exc:
             progress(f"{spec.name} {version}: install failed")
-            return [Row(spec.name, version, "-", "-").fail(f"install failed: {exc}")]
+            return alone(Row(spec.name, version, "-", "-").fail(f"install failed: {exc}"))
         install_seconds = round(time.monotonic() - started, 1)
         progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
     else:
@@ -172,6 +182,7 @@ async def run_client(
             row = await _row(spec, ready, plan, runs, progress, where)
         if index == 0 and install_seconds:
             row.phases["install"] = {"install": install_seconds}
+        done.append(row)
         level = "-" if row.level is None else str(row.level)
         counted = f"; {tally.count(row)}" if tally is not None else ""
         spent = ", ".join(f"{k} {v:.0f} s" for k, v in _summed(row).items() if v >= 1)
@@ -264,11 +275,12 @@ async def run_clients(
     jobs: int = DEFAULT_JOBS,
     progress: Progress = _quiet,
     transport: str | None = None,
+    finished: list[Row] | None = None,
 ) -> list[Row]:
     """Rows of ``clients`` in ``scenarios``, in their order; ``jobs`` rows at a time,
     of any client (each client installed first, all side by side); each run's files in
     ``runs`` (the invocation's folder); over ``transport``, or every one each client
-    supports."""
+    supports. ``finished`` gets each row as soon as it is made (in the order made)."""
     gate = asyncio.Semaphore(max(1, jobs))
     tally = Tally(sum(count_rows(c, scenarios, tool, transport) for c in clients), jobs)
     progress(f"{tally.total} row(s) to run, {jobs} at a time")
@@ -287,6 +299,7 @@ async def run_clients(
             transport=transport,
             tally=tally,
             gate=gate,
+            finished=finished,
         )
 
     results = await asyncio.gather(*(one(spec) for spec in clients))

@@ -159,12 +159,13 @@ async def _run_cli(
 ) -> tuple[Process, bool]:
     """Run a CLI to its end (or kill it after ``timeout``); returns it and whether it timed out."""
     process = await Process.start(name, argv, env, cwd)
+    timed_out = False
     try:
         await asyncio.wait_for(process.process.wait(), timeout)
-        timed_out = False
     except TimeoutError:
         timed_out = True
-    await process.stop()
+    finally:  # cancelled too: the client stops before its lab does
+        await process.stop()
     return process, timed_out
 
 

@@ -1,0 +1,31 @@
+"""``mcp-lab``'s entry point (the console script and ``python -m services``).
+
+It imports nothing before it can catch a Ctrl-C: a SIGINT at any moment of any
+command, imports included, ends it with one line and exit code 130, not a traceback.
+``mcp-lab up`` stops its server and updater with SIGINT, and a child that is still
+importing then says one line too.
+"""
+
+from __future__ import annotations
+
+import sys
+
+INTERRUPTED_EXIT = 130
+
+
+def main() -> None:
+    """Run ``mcp-lab`` (:func:`services.cli.main.main`); a Ctrl-C says one line."""
+    try:
+        from services.cli.main import main as run
+
+        run()
+    except KeyboardInterrupt:
+        _say_interrupted()
+        sys.exit(INTERRUPTED_EXIT)
+
+
+def _say_interrupted() -> None:
+    try:
+        print("mcp-lab: interrupted", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr already closed (a pipe whose reader is gone)
+        pass
