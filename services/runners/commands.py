@@ -78,7 +78,10 @@ def print_matrix(
 def say_where(say: Callable[[str], None], runs: Path, kept: Path | None, command: str) -> None:
     """The progress lines after a run: where its runs' files are, and where its rows
     were kept (``command``: the history command that shows them)."""
-    say(f"each run's files: {runs}")
+    if runs.is_dir() and any(runs.iterdir()):
+        say(f"each run's files: {runs}")
+    else:
+        say("no run got as far as keeping files")
     if kept is not None:
         say(f"kept in the history: {kept} ({command})")
 

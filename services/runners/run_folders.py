@@ -36,7 +36,7 @@ _NAME = re.compile(r"\d{8}T\d{6}Z-\d+(-\d+)?")
 @contextmanager
 def invocation(runs: Path, kept: int = KEPT_INVOCATIONS) -> Iterator[Path]:
     """A new folder under ``runs`` for this invocation's runs, held as running until the
-    block ends; older invocations' folders beyond the newest ``kept`` (this one counted)
+    block ends (and removed then if no run kept a file in it); older invocations' folders beyond the newest ``kept`` (this one counted)
     are removed first, unless they are running."""
     runs.mkdir(parents=True, exist_ok=True)
     folder = _new_folder(runs)
@@ -47,6 +47,8 @@ def invocation(runs: Path, kept: int = KEPT_INVOCATIONS) -> Iterator[Path]:
         prune(runs, kept)
         yield folder
     finally:
+        if [p.name for p in folder.iterdir()] == [RUNNING]:  # no run kept a file: no folder
+            shutil.rmtree(folder, ignore_errors=True)
         os.close(lock)  # lets the lock go
 
 

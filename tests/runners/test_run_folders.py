@@ -39,6 +39,7 @@ class Holder:
             "import sys; from pathlib import Path\n"
             "from services.runners.run_folders import invocation\n"
             f"with invocation(Path({str(runs)!r})) as folder:\n"
+            "    (folder / 'a-run').mkdir()\n"
             "    print(folder, flush=True)\n"
             "    sys.stdin.readline()\n"
         )
@@ -75,6 +76,8 @@ def test_invocations_side_by_side_get_folders_of_their_own(tmp_path: Path) -> No
             assert re.fullmatch(r"\d{8}T\d{6}Z-\d+(-\d+)?", first.name)
             pids = [f.name.split("-")[1] for f in (first, second, other.folder)]
             assert pids[0] == pids[1] != pids[2]
+            for folder in (first, second):
+                (folder / "a-run").mkdir()
     finally:
         other.stop()
     assert invocations(runs) == sorted([first, second, other.folder])
@@ -89,6 +92,7 @@ def test_pruning_keeps_the_newest_and_never_a_run_still_going(tmp_path: Path) ->
     try:
         with invocation(runs) as mine:  # this one prunes one more
             left = invocations(runs)
+            (mine / "a-run").mkdir()
         assert len(left) == KEPT_INVOCATIONS
         assert set(left) == {*earlier[7:], going.folder, mine}
         assert [f.read_text() for f in (earlier[7] / "kept.log", earlier[-1] / "kept.log")] == [
@@ -109,3 +113,10 @@ def test_pruning_keeps_the_newest_and_never_a_run_still_going(tmp_path: Path) ->
 
 def test_the_number_kept_is_a_clear_constant() -> None:
     assert run_folders.KEPT_INVOCATIONS == 20
+
+
+def test_an_invocation_whose_runs_kept_no_file_leaves_no_folder(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    with invocation(runs) as empty:
+        assert empty.is_dir()
+    assert not empty.exists() and invocations(runs) == []

@@ -474,7 +474,9 @@ def test_a_version_that_cannot_be_installed_is_the_runners_failure_not_a_level()
          "--version", "codex=0.0.0-no-such-version", "--format", "json"],
         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "exit code 1: the runner could not run codex 0.0.0-no-such-version" in result.stderr
+    assert "each run's files" not in result.stderr  # no run began: no folder to point at
     (row,) = json.loads(result.stdout)["clients"]
     assert (row["level"], row["level_name"]) == (None, "runner failed"), row
     assert row["runner_failed"].startswith("install failed: npm install @openai/codex@0.0.0")

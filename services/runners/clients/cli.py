@@ -195,6 +195,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         runner.say_on_stderr(f"interrupted: {len(rows)} of {total} row(s) finished; "
                              f"{shown}{marked}")
         return INTERRUPTED_EXIT
+    failed = sorted({f"{r.client} {r.version}" for r in rows if r.runner_failed is not None})
+    if failed:  # said even with --quiet: the exit code's reason
+        runner.say_on_stderr(
+            f"exit code 1: the runner could not run {', '.join(failed)} (see its row's notes)"
+        )
+        return 1
     return 0
 
 

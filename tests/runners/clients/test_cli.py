@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -27,3 +29,24 @@ def test_bad_arguments_are_clear_errors() -> None:
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
 
 
+
+
+def test_a_client_the_runner_could_not_run_exits_1_and_names_no_run_folder(tmp_path) -> None:
+    client_file = tmp_path / "absent.toml"
+    client_file.write_text(
+        'name = "absent"\nkind = "program"\nclient_info = "absent"\n'
+        '[install]\ncommand = "no-such-program-here"\n[run]\nargv = ["{binary}"]\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "services", "clients", "run", "--client-file", str(client_file),
+         "--scenario", "single", "--tool", "off", "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "MCP_LAB_HISTORY": str(tmp_path / "history.sqlite3"),
+             "MCP_LAB_CLIENTS_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "exit code 1: the runner could not run absent" in result.stderr
+    assert "each run's files" not in result.stderr
+    assert "no run got as far as keeping files" in result.stderr
+    (row,) = json.loads(result.stdout)["clients"]
+    assert row["runner_failed"].startswith("install failed"), row
