@@ -94,7 +94,8 @@ def main() -> None:
         "--client",
         choices=("raw", "aiohttp"),
         default="raw",
-        help="the client of the reads phase (aiohttp: as the comparison with the TypeScript lab measured; pip install aiohttp)",
+        help="the client of the reads phase (aiohttp: as the comparison with the TypeScript "
+        "lab measured; pip install aiohttp)",
     )
     parser.add_argument(
         "--compose-replicas",

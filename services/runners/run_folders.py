@@ -36,8 +36,9 @@ _NAME = re.compile(r"\d{8}T\d{6}Z-\d+(-\d+)?")
 @contextmanager
 def invocation(runs: Path, kept: int = KEPT_INVOCATIONS) -> Iterator[Path]:
     """A new folder under ``runs`` for this invocation's runs, held as running until the
-    block ends (and removed then if no run kept a file in it); older invocations' folders beyond the newest ``kept`` (this one counted)
-    are removed first, unless they are running."""
+    block ends (and removed then if no run kept a file in it); older invocations'
+    folders beyond the newest ``kept`` (this one counted) are removed first, unless
+    they are running."""
     runs.mkdir(parents=True, exist_ok=True)
     folder = _new_folder(runs)
     lock = os.open(folder / RUNNING, os.O_RDWR | os.O_CREAT, 0o644)
