@@ -4,7 +4,6 @@ them beside ``list`` and ``run``), and the hook by which ``clients run`` keeps i
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from services.runners.clients import history
 from services.runners.clients.definition import HTTP, NPM
 from services.runners.clients.matrix import Row
 from services.runners.clients.pins import CLIENTS, known
+from services.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 
 
 def keep(rows: list[Row], source: str) -> Path | None:
@@ -176,7 +176,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             keep(rows, history.SWEEP)
             return rows
 
-        done = asyncio.run(
+        done, interrupted = run_until_interrupted(
             sweep.sweep(
                 spec.name,
                 versions,
@@ -185,8 +185,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 bisect=args.bisect and args.versions is None,
                 run_all=args.versions is not None,
                 progress=say,
-            )
+            ),
+            runner.say_on_stderr,
         )
+    if done is None or interrupted:
+        runner.say_on_stderr(
+            f"interrupted: the versions finished before it are kept in the history "
+            f"(mcp-lab clients history --client {spec.name})"
+        )
+        return INTERRUPTED_EXIT
     if args.format == "json":
         print(json.dumps(done.to_json(), indent=2))
     else:
