@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from services.runners import commands
-from services.runners.clients.definition import TRANSPORTS, DefinitionError
+from services.runners.clients.definition import KINDS, TRANSPORTS, DefinitionError
 from services.runners.clients.pins import CLIENTS, known, with_files
 from services.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 
@@ -21,8 +21,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     actions = clients.add_subparsers(dest="clients_command", required=True)
 
-    listing = actions.add_parser("list", help="the clients and their pinned versions")
-    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing = actions.add_parser(
+        "list", help="the clients and their pinned versions: agent CLIs, libraries, the Inspector"
+    )
+    listing.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table (default), or json: a row per client (name, kind, pinned version, "
+        "transports, where it comes from)",
+    )
+    listing.add_argument("--json", action="store_true", help="the same as --format json")
+    listing.add_argument("--kind", choices=list(KINDS), default=None, help="this kind only")
     listing.set_defaults(func=_cmd_list)
 
     run = actions.add_parser("run", help="run clients (default: all) and print the matrix")
@@ -32,6 +42,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="NAME",
         help=f"a client to run (repeatable; default: all). Known: {known()}",
+    )
+    run.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=None,
+        help="run every built-in client of this kind (cli, library, inspector); with "
+        "--client, the clients named too",
     )
     run.add_argument(
         "--client-file",
@@ -103,7 +120,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    if args.json:
+    shown = [spec for spec in CLIENTS.values() if args.kind in (None, spec.kind)]
+    if args.json or args.format == "json":
         rows = [
             {
                 "name": spec.name,
@@ -116,14 +134,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 "installable": spec.not_installable is None,
                 "not_installable": spec.not_installable,
             }
-            for spec in CLIENTS.values()
+            for spec in shown
         ]
         print(json.dumps(rows, indent=2))
         return 0
-    for spec in CLIENTS.values():
+    width = max([len(spec.name) for spec in shown] + [len("name")])
+    print(f"{'name':<{width}}  {'kind':<9} {'version':<9} {'transports':<10} title: source")
+    for spec in shown:
         where = spec.not_installable or f"{spec.source} {spec.package}@{spec.version}"
         ways = ",".join(spec.transports)
-        print(f"{spec.name:<12} {spec.kind:<9} {spec.version:<9} {ways:<10} {spec.title}: {where}")
+        print(f"{spec.name:<{width}}  {spec.kind:<9} {spec.version:<9} {ways:<10} "
+              f"{spec.title}: {where}")  # fmt: skip
     return 0
 
 
@@ -139,7 +160,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
     own = [name for name, spec in clients.items() if spec.origin in _origins(args)]
-    names = list(dict.fromkeys([*(args.client or ([] if own else CLIENTS)), *own]))
+    of_kind = [name for name, spec in CLIENTS.items() if spec.kind == args.kind]
+    asked = [*(args.client or []), *of_kind]
+    names = list(dict.fromkeys([*(asked or ([] if own else CLIENTS)), *own]))
     if commands.refuse_unknown(names, clients, "client"):
         return 2
     try:

@@ -9,7 +9,9 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     name = "my-agent"              # what --client takes; letters, digits, - _ .
     title = "My Agent"             # optional (default: the name)
     kind = "cli"                   # cli (an agent with a model), program (no model:
-                                   # it runs the whole flow itself), inspector (mcpdo)
+                                   # it runs the whole flow itself), library (a program
+                                   # written on a client library or agent framework, as
+                                   # its docs show; a model API optional), inspector (mcpdo)
     client_info = "my-agent"       # the clientInfo name it sends in initialize
     transports = ["http", "stdio"] # how it can reach an MCP server (default: http)
 
@@ -57,10 +59,12 @@ from string import Formatter
 from typing import Any
 
 DEFS = Path(__file__).with_name("defs")
+# The client libraries' programs, a client file each (kind "library").
+LIBRARIES = Path(__file__).with_name("libraries")
 HTTP, STDIO = "http", "stdio"
 TRANSPORTS = (HTTP, STDIO)
-CLI, PROGRAM, INSPECTOR = "cli", "program", "inspector"
-KINDS = (CLI, PROGRAM, INSPECTOR)
+CLI, PROGRAM, INSPECTOR, LIBRARY = "cli", "program", "inspector", "library"
+KINDS = (CLI, LIBRARY, INSPECTOR, PROGRAM)
 NPM, PYPI, COMMAND = "npm", "pypi", "command"
 NO_MODEL = "none"
 # The clientInfo of a command whose client name is not known: any client that connects.
@@ -226,9 +230,9 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
     api = text(model, "api", "[model] ", NO_MODEL)
     if api not in MODEL_APIS:
         raise fail(f"[model] api {api!r} is not one of {', '.join(MODEL_APIS)}")
-    if (api == NO_MODEL) == (kind == CLI):
+    if kind != LIBRARY and (api == NO_MODEL) == (kind == CLI):
         raise fail(f"kind {kind!r} with [model] api {api!r}: a cli speaks a model API, "
-                   "a program or inspector none")  # fmt: skip
+                   "a program or inspector none (a library either)")  # fmt: skip
     config = data.get("config", {})
     writer = text(config, "writer", "[config] ", "env")
     if writer not in CONFIG_WRITERS:
@@ -297,7 +301,7 @@ def _strings(value: object, where: str, fail: Any) -> list[str]:
 def builtin() -> dict[str, ClientDef]:
     """The built-in clients, by name, in the order of their files' ``order`` prefix."""
     found: dict[str, ClientDef] = {}
-    for path in sorted(DEFS.glob("*.toml")):
+    for path in [*sorted(DEFS.glob("*.toml")), *sorted(LIBRARIES.glob("*.toml"))]:
         client = load(path)
         found[client.name] = client
     return found

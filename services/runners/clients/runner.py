@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.runners.clients import drivers
-from services.runners.clients.definition import INSPECTOR, PROGRAM, ClientDef
+from services.runners.clients.definition import INSPECTOR, LIBRARY, PROGRAM, ClientDef
 from services.runners.clients.install import Installed, install
 from services.runners.clients.matrix import Row
 from services.runners.clients.model import PULL, SCORED
@@ -221,7 +221,7 @@ async def _row(
     """The runs of one row (scored, and pull where the scenario has one), and its row."""
     started = time.monotonic()
     scenario = planned.scenario
-    pull = scenario.play.pull and spec.kind != PROGRAM
+    pull = scenario.play.pull and spec.kind not in (PROGRAM, LIBRARY)
     scripts = (SCORED, PULL) if pull else (SCORED,)
     outcomes: dict[str, Outcome | str] = {}
     phases: dict[str, dict[str, float]] = {}
@@ -255,7 +255,7 @@ async def _run(
     resource), or its non-interactive mode; its files kept in ``folder``."""
     if spec.kind == INSPECTOR:
         return await run_inspector(spec, installed, root, plan, folder, clock)
-    if spec.kind == PROGRAM:
+    if spec.kind in (PROGRAM, LIBRARY):  # a library's program runs the flow itself
         return await run_program(spec, installed, root, plan, folder, clock)
     interactive = drivers.INTERACTIVE_DRIVERS.get(spec.interactive or "")
     if plan.scenario.play.attach and interactive is not None and plan.script == SCORED:
