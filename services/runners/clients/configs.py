@@ -113,6 +113,31 @@ def copilot_mcp(server: Server) -> dict[str, Any]:
     return {"mcpServers": {SERVER_NAME: {"type": "http", "url": server.url, "tools": ["*"]}}}
 
 
+def qwen_code_mcp(server: Server) -> dict[str, Any]:
+    """Qwen Code's ``--mcp-config`` file: Streamable HTTP is ``httpUrl`` (its ``url`` is
+    the old SSE transport), trusted (no confirmation per tool)."""
+    if server.stdio:
+        return {"mcpServers": {SERVER_NAME: {**_stdio_entry(server), "trust": True}}}
+    return {"mcpServers": {SERVER_NAME: {"httpUrl": server.url, "trust": True}}}
+
+
+def continue_mcp(server: Server) -> dict[str, Any]:
+    """Continue CLI's ``mcpServers`` list (its config is YAML; JSON is YAML too)."""
+    if server.stdio:
+        return {"mcpServers": [{"name": SERVER_NAME, **_stdio_entry(server)}]}
+    return {"mcpServers": [{"name": SERVER_NAME, "type": "streamable-http", "url": server.url}]}
+
+
+def cline_mcp(server: Server) -> dict[str, Any]:
+    """Cline CLI's ``cline_mcp_settings.json``: each server's ``transport``."""
+    if server.stdio:
+        stdio = {"type": "stdio", "command": server.command[0], "args": server.command[1:]}
+        return {"mcpServers": {SERVER_NAME: {"transport": stdio, "env": server.env}}}
+    return {
+        "mcpServers": {SERVER_NAME: {"transport": {"type": "streamableHttp", "url": server.url}}}
+    }
+
+
 def _claude_code(_: str | None, where: Where, server: Server) -> Path:
     return _write_json(where.workdir / "mcp.json", claude_code_mcp(server))
 
@@ -177,6 +202,42 @@ def _copilot(_: str | None, where: Where, server: Server) -> Path:
     return _write_json(where.home / ".copilot" / "mcp-config.json", copilot_mcp(server))
 
 
+def _qwen_code(_: str | None, where: Where, server: Server) -> Path:
+    # Its deferred tools (the MCP ones among them) are declared up front, as its
+    # tools.toolSearch.threshold allows, rather than behind its tool_search + tool_call bridge.
+    settings = {"tools": {"toolSearch": {"threshold": 100}}, "telemetry": {"enabled": False}}
+    _write_json(where.home / ".qwen" / "settings.json", settings)
+    return _write_json(where.workdir / "mcp.json", qwen_code_mcp(server))
+
+
+def _continue(_: str | None, where: Where, server: Server) -> Path:
+    model = {
+        "name": "scripted",
+        "provider": "openai",
+        "model": "gpt-4o",
+        "apiBase": f"{where.model_url}/v1",
+        "apiKey": API_KEY,
+        "roles": ["chat"],
+    }
+    config = {"name": "lab", "version": "1.0.0", "schema": "v1", "models": [model]}
+    return _write_json(where.workdir / "continue.yaml", {**config, **continue_mcp(server)})
+
+
+def _cline(_: str | None, where: Where, server: Server) -> Path:
+    settings = where.home / ".cline" / "data" / "settings"
+    compatible = {"provider": "openai-compatible", "apiKey": API_KEY, "model": "scripted",
+                  "baseUrl": f"{where.model_url}/v1"}  # fmt: skip
+    chosen = {
+        "settings": compatible,
+        "updatedAt": "2026-01-01T00:00:00.000Z",
+        "tokenSource": "manual",
+    }
+    providers = {"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+                 "providers": {"openai-compatible": chosen}}  # fmt: skip
+    _write_json(settings / "providers.json", providers)
+    return _write_json(settings / "cline_mcp_settings.json", cline_mcp(server))
+
+
 def _mcp_servers_json(path: str | None, where: Where, server: Server) -> Path:
     assert path is not None  # the client file's loader requires it for this writer
     return _write_json(Path(path), mcp_servers(server))
@@ -193,6 +254,9 @@ WRITERS: dict[str, Writer] = {
     "codex": _codex,
     "opencode": _opencode,
     "copilot": _copilot,
+    "qwen-code": _qwen_code,
+    "continue": _continue,
+    "cline": _cline,
     "mcp-servers-json": _mcp_servers_json,
     "env": _env_only,
 }

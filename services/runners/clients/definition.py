@@ -58,6 +58,8 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
+from services.runners.clients.configs import WRITERS
+
 DEFS = Path(__file__).with_name("defs")
 # The client libraries' programs, a client file each (kind "library").
 LIBRARIES = Path(__file__).with_name("libraries")
@@ -70,15 +72,7 @@ NO_MODEL = "none"
 # The clientInfo of a command whose client name is not known: any client that connects.
 ANY_CLIENT = "*"
 MODEL_APIS = ("anthropic", "openai-responses", "openai-chat", "gemini", NO_MODEL)
-CONFIG_WRITERS = (
-    "claude-code",
-    "gemini-cli",
-    "codex",
-    "opencode",
-    "copilot",
-    "mcp-servers-json",
-    "env",
-)
+CONFIG_WRITERS = tuple(WRITERS)  # each a way to point a client at the lab (configs.py)
 PLACEHOLDERS = frozenset(
     {
         "binary",

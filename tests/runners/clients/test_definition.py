@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from services.runners.clients import definition
-from services.runners.clients.definition import DefinitionError, from_command, load, parse
+from services.runners.clients.definition import (
+    HTTP,
+    STDIO,
+    DefinitionError,
+    from_command,
+    load,
+    parse,
+)
 from services.runners.clients.pins import CLIENTS, with_files
 
 MINIMAL = """
@@ -21,14 +28,16 @@ argv = ["{binary}", "client.py", "{url}"]
 
 
 def test_every_built_in_client_is_a_file_of_its_own() -> None:
-    files = sorted(p.stem for p in definition.DEFS.glob("*.toml"))
-    assert files == sorted(CLIENTS)
-    assert {c.kind for c in CLIENTS.values()} == {"cli", "inspector"}
-    installable = [c for c in CLIENTS.values() if not c.not_installable]
-    assert {c.name for c in installable} == {
-        "claude-code", "codex", "copilot", "gemini-cli", "inspector", "opencode"
-    }  # fmt: skip
-    assert all(c.transports == ("http", "stdio") for c in installable)
+    files = [*definition.DEFS.glob("*.toml"), *definition.LIBRARIES.glob("*.toml")]
+    assert sorted(p.stem for p in files) == sorted(CLIENTS)
+    assert all(c.kind in ("cli", "inspector") for c in definition.builtin().values()
+               if Path(c.origin).parent == definition.DEFS)  # fmt: skip
+    assert all(c.kind == "library" for c in CLIENTS.values()
+               if Path(c.origin).parent == definition.LIBRARIES)  # fmt: skip
+    clis = [c for c in CLIENTS.values() if c.kind == "cli" and not c.not_installable]
+    assert len(clis) >= 8
+    assert {"claude-code", "codex", "copilot", "gemini-cli", "opencode"} <= {c.name for c in clis}
+    assert all(HTTP in c.transports or STDIO in c.transports for c in clis)
     assert CLIENTS["claude-code"].interactive == "claude-code"
     assert CLIENTS["copilot"].needs_node22 and CLIENTS["inspector"].needs_node22
 
