@@ -117,6 +117,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from services.runners.clients.history_commands import add_parsers
 
     add_parsers(actions)
+    from services.runners.clients import capabilities
+
+    capabilities.add_parsers(actions)  # export, declared
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
