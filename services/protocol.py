@@ -25,6 +25,8 @@ READ = "resources/read"
 SUBSCRIBE = "resources/subscribe"
 UNSUBSCRIBE = "resources/unsubscribe"
 LISTEN = "subscriptions/listen"  # 2026-07-28's subscriptions
+# The lab's first message on a listen's stream: what it will send there.
+LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 TOOLS_LIST, TOOLS_CALL = "tools/list", "tools/call"
 PROMPTS_LIST = "prompts/list"
 PING = "ping"

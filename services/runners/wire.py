@@ -364,10 +364,16 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
     for message in messages:
         if message.sender == CLIENT:
             # A listen is answered with a stream that stays open: its request, once
-            # the lab answered it with 200, is the subscribe.
+            # the lab answered it with 200 (over HTTP) or acknowledged it naming the
+            # resource (over stdio, where nothing has a status), is the subscribe.
             if message.method == protocol.LISTEN and message.uri == uri:
                 answered = any(
-                    m.sender == LAB and m.exchange == message.exchange and m.status == 200
+                    m.sender == LAB
+                    and m.at_ms >= message.at_ms
+                    and (
+                        (m.exchange == message.exchange and m.status == 200)
+                        or (m.method == protocol.LISTEN_ACKNOWLEDGED and m.uri == uri)
+                    )
                     for m in messages
                 )
                 if answered:

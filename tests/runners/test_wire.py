@@ -93,3 +93,29 @@ def test_a_read_after_a_notification_at_version_1_is_no_re_read() -> None:
     wire.ask("resources/read", {"uri": URI}, read_result(V1))
     marks = checklist(wire.messages, URI)
     assert marks["notified"] and marks["re_read"] is None
+
+
+def test_over_stdio_a_listen_the_lab_acknowledged_is_a_subscribe() -> None:
+    """A stdio capture has no HTTP status: the lab's acknowledgement answers the listen."""
+
+    def line(message: dict, sender: str) -> list:
+        return messages_in(message, sender, 0, "stdio", None, None)
+
+    listen = {"notifications": {"resourceSubscriptions": [URI]}}
+    read = {"uri": URI}
+    flow = [
+        *line({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": read}, CLIENT),
+        *line({"jsonrpc": "2.0", "id": 1, "result": read_result(V1)}, LAB),
+        *line({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": listen},
+              CLIENT),  # fmt: skip
+    ]
+    assert checklist(flow, URI)["subscribed"] is None  # not answered yet
+    acknowledged = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": listen}  # fmt: skip
+    updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+               "params": {"uri": URI}}  # fmt: skip
+    flow += [*line(acknowledged, LAB), *line(updated, LAB)]
+    flow += line({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": read}, CLIENT)
+    flow += line({"jsonrpc": "2.0", "id": 2, "result": read_result(V2)}, LAB)
+    marks = checklist(flow, URI)
+    assert marks["subscribed"] and marks["notified"] and marks["re_read"], marks
