@@ -103,11 +103,11 @@ def test_over_stdio_a_listen_the_lab_acknowledged_is_a_subscribe() -> None:
 
     listen = {"notifications": {"resourceSubscriptions": [URI]}}
     read = {"uri": URI}
+    asked = {"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": listen}
     flow = [
         *line({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": read}, CLIENT),
         *line({"jsonrpc": "2.0", "id": 1, "result": read_result(V1)}, LAB),
-        *line({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": listen},
-              CLIENT),  # fmt: skip
+        *line(asked, CLIENT),
     ]
     assert checklist(flow, URI)["subscribed"] is None  # not answered yet
     acknowledged = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
