@@ -27,6 +27,9 @@ from typing import IO
 from services.runners.wire import CLIENT, LAB, messages_in, to_jsonl
 
 STDIO = "stdio"  # the ``http`` of a stdio message
+# A stdio message's ``exchange``: this tap's process, one per connection. A client that
+# starts the server twice has two, and request ids that repeat across them stay apart.
+CONNECTION = os.getpid()
 _LINE_LIMIT = 16 * 1024 * 1024
 _STOP_SECONDS = 10.0
 
@@ -36,7 +39,7 @@ def _record(line: bytes, sender: str, out: IO[str]) -> None:
         payload = json.loads(line)
     except ValueError:
         return
-    out.write(to_jsonl(messages_in(payload, sender, 0, STDIO, None, None)))
+    out.write(to_jsonl(messages_in(payload, sender, CONNECTION, STDIO, None, None)))
     out.flush()
 
 

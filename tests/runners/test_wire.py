@@ -6,6 +6,8 @@ capture agrees with the lab's evidence); here, what it makes of message sequence
 
 from __future__ import annotations
 
+import json
+
 from services.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
 
 URI = "test://review/status"
@@ -119,3 +121,29 @@ def test_over_stdio_a_listen_the_lab_acknowledged_is_a_subscribe() -> None:
     flow += line({"jsonrpc": "2.0", "id": 2, "result": read_result(V2)}, LAB)
     marks = checklist(flow, URI)
     assert marks["subscribed"] and marks["notified"] and marks["re_read"], marks
+
+
+def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) -> None:
+    """Each stdio tap (a server process the client started) numbers its own messages: a
+    list on one and a read with the same id on another are both seen."""
+    import subprocess
+    import sys
+
+    from services.runners.wire import from_jsonl
+
+    server = ("import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n"
+              "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': "
+              "{'resources': []} if m['method'] == 'resources/list' else "
+              f"{read_result(V1)!r}}}), flush=True)\n")  # fmt: skip
+    out = tmp_path / "wire.jsonl"
+    for method, params in (("resources/list", {}), ("resources/read", {"uri": URI})):
+        ask = {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+        subprocess.run(
+            [sys.executable, "-m", "services.runners.stdio_tap", "--out", str(out), "--",
+             sys.executable, "-c", server],
+            input=json.dumps(ask) + "\n", text=True, capture_output=True, timeout=60, check=True,
+        )  # fmt: skip
+    messages = from_jsonl(out.read_text())
+    assert len({m.exchange for m in messages}) == 2
+    marks = checklist(messages, URI)
+    assert marks["discovered"] and marks["read_initial"], marks
