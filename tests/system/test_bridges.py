@@ -67,6 +67,10 @@ EXPECTED: dict[tuple[str, str], dict[str, str]] = {
     ("supergateway", "stdio->SSE"): {s: m[:-1] + "-" for s, m in _LOSES.items()},
     ("supergateway", "HTTP->stdio"): _THROUGH_NO_RESUME,
     ("supergateway", "SSE->stdio"): _THROUGH_NO_RESUME,
+    # Stateless (no --stateful): a stdio server anew per POST, so the update has no session.
+    ("supergateway-stateless", "HTTP->stdio"): {
+        "single": "PPPPDNP--", "repeated": "PPPPDNP--", "list-changed": "PPPP--PD-"
+    },
     ("mcp-proxy", "HTTP->stdio"): _THROUGH_NO_RESUME,
     ("mcp-proxy", "SSE->stdio"): _THROUGH_NO_RESUME,
     ("mcp-proxy-py", "stdio->HTTP"): _LOSES_REWRITTEN,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import sys
 
 from services.runners import commands
 from services.runners.bridges.specs import BRIDGES, direction, installed_by_version, known
+from services.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--version", action="append", default=[], metavar="NAME=X",
         help="run version X of bridge NAME instead of the pinned one (repeatable); X may be "
-        "'latest' (npm and PyPI bridges)",
+        "'latest' (npm and PyPI bridges). Each version is started with its own command "
+        "line; a direction it cannot run is marked 'not supported'",
     )  # fmt: skip
     run.add_argument(
         "--scenario", action="append", default=None, metavar="NAME",
@@ -86,15 +87,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 "directions": [d.name for d in spec.directions],
                 "installable": spec.not_installable is None,
                 "not_installable": spec.not_installable,
+                "caveat": spec.caveat,
             }
             for spec in BRIDGES.values()
         ]
         print(json.dumps(rows, indent=2))
         return 0
+    width = max(len(name) for name in BRIDGES)
     for spec in BRIDGES.values():
         where = spec.not_installable or f"{spec.source} {spec.package}@{spec.version}"
         ways = ", ".join(d.name for d in spec.directions) or "-"
-        print(f"{spec.name:<14} {where:<26} {ways}")
+        print(f"{spec.name:<{width}} {where:<26} {ways}")
     return 0
 
 
@@ -121,8 +124,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
+    finished: list[matrix.Row] = []
     with run_folders.invocation(cache_dir() / "runs") as runs:
-        rows = asyncio.run(
+        done, interrupted = run_until_interrupted(
             runner.run_bridges(
                 names,
                 versions,
@@ -132,12 +136,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 directions=directions,
                 progress=progress,
-            )
+                finished=finished,
+            ),
+            runner.say_on_stderr,  # a Ctrl-C is said even with --quiet
         )
-    kept = history.keep(rows, "mcp-lab bridges")
-    commands.print_matrix(rows, args.format, to_json=matrix.to_json,
-                            to_markdown=matrix.to_markdown, to_table=matrix.to_table)  # fmt: skip
+    rows = finished if done is None else done
+    kept = history.keep(rows, "mcp-lab bridges") if rows else None
+    if rows or args.format == "json":
+        commands.print_matrix(rows, args.format, to_json=matrix.to_json,
+                              to_markdown=matrix.to_markdown, to_table=matrix.to_table)  # fmt: skip
     commands.say_where(progress, runs, kept, "mcp-lab bridges history")
+    if interrupted:
+        shown = ", shown above and kept in the history" if rows else ""
+        runner.say_on_stderr(f"interrupted: {len(rows)} row(s) finished{shown}")
+        return INTERRUPTED_EXIT
     return 0
 
 

@@ -6,7 +6,9 @@ table ``bridge_verdicts``, beside the clients' ``verdicts``) with the date, the 
 version, the protocols negotiated, the lab's level, each step's mark and what it rests
 on, the notes and the run folders. ``mcp-lab bridges history`` shows, per bridge,
 direction and scenario, the marks over versions (in version order, then by date) and
-marks every change ("0.16.0: notified passed 1/1 (was dropped 0/1)"); the dashboard's
+marks every change ("0.16.0: notified passed 1/1 (was dropped 0/1)"; a version that
+cannot run the direction, "0.0.22: not supported: ...", and the one after it that can,
+"0.1.0: now supported: ..."); the dashboard's
 matrix (``/api/matrix``) carries each cell's latest marks with the history behind them.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from services import untrusted
 from services.runners import history_cells, history_store
-from services.runners.bridges.verdict import NOT_APPLICABLE, STEPS, Row
+from services.runners.bridges.verdict import NOT_APPLICABLE, NOT_SUPPORTED, STEPS, Row
 from services.runners.history_store import history_path, insert, lab_version, now, rows
 
 CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
@@ -91,6 +93,14 @@ class Entry:
         """No marks: the runner failed (an install, a run), or the bridge was not run."""
         return self.failure is not None or not self.steps
 
+    @property
+    def not_supported(self) -> str | None:
+        """Why this version cannot run the direction (every step ``not supported``)."""
+        marks = [step.get("mark") for step in self.steps.values()]
+        if not marks or any(mark != NOT_SUPPORTED for mark in marks):
+            return None
+        return str(next(iter(self.steps.values())).get("detail") or NOT_SUPPORTED)
+
     def mark(self, key: str) -> str:
         """A step's mark with its count (``passed 3/3``); ``-`` when it has none."""
         step = self.steps.get(key)
@@ -148,6 +158,18 @@ def _entry(row: tuple[Any, ...]) -> Entry:
 class Change(history_cells.Change):
     def moved(self, key: str, before: str, after: str) -> str:
         return f"{STEPS.get(key, key)} {after} (was {before})"
+
+    def text(self) -> str:
+        """As the base, but a version that cannot run the direction, or the first
+        after one that can, is said in one phrase, not step by step."""
+        steps = [f for f in self.fields if f[0] in STEPS]
+        rest = [self.moved(*f) for f in self.fields if f[0] not in STEPS]
+        if steps and all(after == NOT_SUPPORTED for _, _, after in steps):
+            return f"{self.version}: not supported in this direction"
+        if steps and all(before == NOT_SUPPORTED for _, before, _ in steps):
+            now = [f"{STEPS[k]} {after}" for k, _, after in steps if after != NOT_APPLICABLE]
+            return f"{self.version}: now supported: {', '.join([*now, *rest])}"
+        return super().text()
 
 
 @dataclass
@@ -207,6 +229,9 @@ def to_table(found: list[Cell], where: Path) -> str:
                              f"({shown})")  # fmt: skip
             elif change is not None:
                 lines.append(f"{head}  CHANGED {history_cells.note_text(change.text())}")
+            elif not told and entry.not_supported:
+                why = f"{NOT_SUPPORTED}: {entry.not_supported}"
+                lines.append(f"{head}  {history_cells.note_text(why)}")
             elif not told:
                 lines.append(f"{head}  {history_cells.note_text(_marks_text(entry))}")
             else:

@@ -45,16 +45,24 @@ def resolve(spec: BridgeSpec, version: str) -> str:
 def _install(spec: BridgeSpec, version: str) -> list[str]:
     if spec.source == FASTMCP:
         return fastmcp_program()
+    name = spec.install_name or spec.name  # two specs of one package share an install
     if spec.source == NPM:
         assert spec.package is not None
-        return [str(npm_install(spec.name, spec.package, version, spec.binary, cache=cache_dir()))]
+        return [str(npm_install(name, spec.package, version, spec.binary, cache=cache_dir()))]
     if spec.source == PYPI:
         assert spec.package is not None
-        return [str(pypi_install(spec.name, spec.package, version, spec.binary, cache=cache_dir()))]
+        return [str(pypi_install(name, spec.package, version, spec.binary, cache=cache_dir()))]
     raise InstallError(f"{spec.name}: a {spec.source} bridge is not installed ({LOCAL}: a test's)")
+
+
+# One install of a name and version at a time (two specs of one package share it), per
+# event loop (a lock belongs to the loop that first waits on it).
+_INSTALLING: dict[tuple[int, str, str], asyncio.Lock] = {}
 
 
 async def install(spec: BridgeSpec, version: str) -> tuple[str, list[str]]:
     """The version that runs and the program (argv prefix) that starts the bridge."""
     resolved = await asyncio.to_thread(resolve, spec, version)
-    return resolved, await asyncio.to_thread(_install, spec, resolved)
+    key = (id(asyncio.get_running_loop()), spec.install_name or spec.name, resolved)
+    async with _INSTALLING.setdefault(key, asyncio.Lock()):
+        return resolved, await asyncio.to_thread(_install, spec, resolved)

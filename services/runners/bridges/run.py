@@ -10,7 +10,11 @@ lab in one direction, a wire tap on each side, the scenario's ideal flow.
 - The **resumption run** (``resume``): once the bridge's subscribe has reached the lab,
   the lab-side tap ends the bridge's GET streams and holds its new ones until the lab
   has sent the update (to no open stream): only a bridge that reconnects with
-  ``Last-Event-ID`` gets it replayed and brings it to the client.
+  ``Last-Event-ID`` gets it replayed and brings it to the client. It waits for the
+  subscribe as long as the client's whole flow may take (:func:`flow_bound`): a bridge
+  slow to start and connect is waited for, not taken for one that never subscribed.
+- Each **wait** of a run (the lab's start, the bridge listening, the client's flow)
+  that lasts another 15 s is said (:mod:`services.runners.bridges.waits`).
 
 Every file of the run stays in its folder in the invocation's folder (:func:`runs_dir`,
 :mod:`services.runners.run_folders`): the bridge's output, both wires, the probe's steps, the
@@ -34,6 +38,7 @@ from mcp.client.stdio import StdioServerParameters
 from services import contract
 from services.evidence.build import Report
 from services.process.embedded_redis import free_port
+from services.runners.bridges.output import bridge_said
 from services.runners.bridges.specs import (
     HTTP,
     PATHS,
@@ -43,6 +48,7 @@ from services.runners.bridges.specs import (
     Ends,
     Invocation,
 )
+from services.runners.bridges.waits import Say, Waits
 from services.runners.lab import RunLab, running_lab
 from services.runners.lab_side import TAP, stdio_server
 from services.runners.probe import Probe
@@ -88,12 +94,14 @@ class ProbeStep:
 @dataclass
 class Cut:
     """What the resumption run did: when it cut the lab-side GET streams (how many were
-    open), when the lab then sent the update, when it let new GETs through again."""
+    open), when the lab then sent the update, when it let new GETs through again; and
+    how long it waited for the bridge's subscribe to reach the lab."""
 
     at_ms: int | None = None
     streams: int = 0
     sent_ms: int | None = None
     released_ms: int | None = None
+    waited_s: float | None = None  # for the subscribe (all of it when none came)
 
 
 @dataclass
@@ -139,9 +147,14 @@ def _fresh(folder: Path) -> Path:
     return folder
 
 
+def _quiet(_: str) -> None:
+    pass
+
+
 async def _listening(bridge: Process, port: int) -> None:
     """Wait (bounded) until the bridge accepts connections on ``port``; TimeoutError
-    with its last lines when it does not, or when it exits first."""
+    when it does not, or when it exits first, quoting the line of its output that says
+    what went wrong (:func:`bridge_said`: not the usage text it printed with it)."""
     deadline = time.monotonic() + _LISTEN_SECONDS
     while time.monotonic() < deadline:
         if bridge.process.returncode is not None:
@@ -155,23 +168,31 @@ async def _listening(bridge: Process, port: int) -> None:
         with contextlib.suppress(OSError):
             await writer.wait_closed()
         return
-    tail = " | ".join(bridge.lines[-5:])
+    code = bridge.process.returncode
+    said = bridge_said(bridge.lines) or "it printed nothing"
+    if code is not None:
+        raise TimeoutError(f"the bridge exited (exit code {code}) before it listened: {said}")
     raise TimeoutError(
-        f"the bridge did not listen on port {port} within {_LISTEN_SECONDS:.0f} s "
-        f"(exit code {bridge.process.returncode}): {tail[:400]}"
+        f"the bridge did not listen on port {port} within {_LISTEN_SECONDS:.0f} s: {said}"
     )
 
 
 async def _resume_cut(
-    lab: RunLab, tap: WireTap, cut: Cut, hold: asyncio.Event, wait: float
+    lab: RunLab, tap: WireTap, cut: Cut, hold: asyncio.Event, connect: float, send: float
 ) -> None:
-    """Cut the lab-side GET streams once the subscribe reached the lab; let new GETs
-    through once the lab has sent the update (or after ``wait`` seconds)."""
+    """Cut the lab-side GET streams once the subscribe reached the lab (a bridge slow to
+    start and connect gets ``connect`` seconds: the whole flow's bound); let new GETs
+    through once the lab has sent the update (or after ``send`` seconds)."""
+    started = time.monotonic()
     try:
-        index = await lab.http_server.wait_for_index(r"\[resources/subscribe\] uri=", wait)
+        try:
+            index = await lab.http_server.wait_for_index(r"\[resources/subscribe\] uri=",
+                                                         connect)  # fmt: skip
+        finally:
+            cut.waited_s = round(time.monotonic() - started, 1)
         cut.at_ms, cut.streams = _now_ms(), tap.cut_streams(hold)
         await lab.http_server.wait_for(r"\[notification/send\] notifications/resources/updated",
-                                  wait, index)  # fmt: skip
+                                  send, index)  # fmt: skip
         cut.sent_ms = _now_ms()
     except TimeoutError:
         pass
@@ -187,21 +208,31 @@ def _read_wire(path: Path) -> list[WireMessage]:
 
 
 async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
-                   root: Path, runs: Path) -> Outcome:  # fmt: skip
+                   root: Path, runs: Path, say: Say = _quiet) -> Outcome:  # fmt: skip
     """One run (see the module docstring); ``root``: a temporary folder for the lab;
-    ``runs``: the invocation's folder, where the run keeps its files."""
+    ``runs``: the invocation's folder, where the run keeps its files; ``say``: a line
+    each time one of its waits has lasted another 15 s."""
     folder = _fresh(runs_dir(runs, spec.name, version, plan))
     outcome = Outcome(plan, _now_ms(), folder=folder)
-    home, work = root / "home", root / "work"
-    home.mkdir()
-    work.mkdir()
+    (root / "home").mkdir()
+    (root / "work").mkdir()
     assert spec.launch is not None
+    waits = Waits(say, f"{spec.name} {version} {plan.direction.name} {plan.label}")
+    async with waits.beating():
+        await _lab_run(spec, version, program, plan, outcome, root, waits)
+    return outcome
+
+
+async def _lab_run(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
+                   outcome: Outcome, root: Path, waits: Waits) -> None:  # fmt: skip
+    home, work = root / "home", root / "work"
     try:
         async with running_lab(root, scenario=plan.scenario) as lab:
             try:
-                await _bridged(spec, program, plan, lab, outcome, home, work)
+                await _bridged(spec, version, program, plan, lab, outcome, home, work, waits)
             except TimeoutError as exc:
                 outcome.failure = str(exc)
+            waits.now("reading the lab's evidence")
             outcome.events, outcome.report = await lab.evidence()
             _keep(lab, outcome)
             outcome.lab_faults = lab_faults(
@@ -211,11 +242,11 @@ async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: Run
         outcome.failure = f"the lab did not start: {exc}"
     except Exception as exc:  # the runner's own fault: this row says so, the others stand
         outcome.failure = f"{type(exc).__name__}: {exc}"
-    return outcome
 
 
-async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: RunLab,
-                   outcome: Outcome, home: Path, work: Path) -> None:  # fmt: skip
+async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
+                   lab: RunLab, outcome: Outcome, home: Path, work: Path,
+                   waits: Waits) -> None:  # fmt: skip
     assert spec.launch is not None and outcome.folder is not None
     folder, d = outcome.folder, plan.direction
     env = base_env(home, [])
@@ -229,7 +260,8 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
             lab_tap = WireTap(lab.base_url)
             lab_url = await stack.enter_async_context(lab_tap.serve()) + PATHS[d.lab]
         port = free_port() if d.client != STDIO else None
-        invocation = spec.launch(Ends(program, d, lab_url, lab_command, port, folder, home))
+        ends = Ends(program, d, lab_url, lab_command, port, folder, home, version)
+        invocation = spec.launch(ends)
         (folder / "bridge.argv").write_text(json.dumps(invocation.argv) + "\n")
         client_tap: WireTap | None = None
         probe_kwargs: dict[str, Any] = {}
@@ -247,17 +279,24 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
             assert port is not None
             bridge = await Process.start(spec.name, invocation.argv, env, work)
             stack.push_async_callback(_stopped, bridge, outcome)
+            waits.now(f"waiting for the bridge to listen on port {port} "
+                      f"(up to {_LISTEN_SECONDS:.0f} s)")  # fmt: skip
             await _listening(bridge, port)
             if invocation.ready is not None:
+                waits.now(f"waiting for the bridge to say {invocation.ready!r} "
+                          f"(up to {_LISTEN_SECONDS:.0f} s)")  # fmt: skip
                 await bridge.wait_for(invocation.ready, _LISTEN_SECONDS)
             client_tap = WireTap(f"http://127.0.0.1:{port}")
             url = await stack.enter_async_context(client_tap.serve()) + _path(invocation)
             probe_kwargs = {"transport": "sse" if d.client != HTTP else "http"}
+        bound = flow_bound(plan)
         cutter: asyncio.Task[None] | None = None
         if plan.resume and lab_tap is not None:
             outcome.cut = Cut()
             hold = asyncio.Event()
-            cutter = asyncio.create_task(_resume_cut(lab, lab_tap, outcome.cut, hold, plan.timeout))
+            cutter = asyncio.create_task(
+                _resume_cut(lab, lab_tap, outcome.cut, hold, bound, plan.timeout)
+            )
 
         def on_step(step: str, **fields: Any) -> None:
             outcome.steps.append(ProbeStep(step, _now_ms(), fields))
@@ -268,7 +307,8 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
             prefix=invocation.prefix, keep_going=True, **probe_kwargs,
         )  # fmt: skip
         outcome.started_ms = _now_ms()
-        bound = plan.timeout * (len(plan.scenario.timeline) + 1) + _SLACK_SECONDS
+        waits.now(f"waiting for the reference client's flow through the bridge "
+                  f"(up to {bound:.0f} s)")  # fmt: skip
         try:
             outcome.exit_code = await asyncio.wait_for(probe.run(), bound)
         except TimeoutError:
@@ -284,6 +324,12 @@ async def _bridged(spec: BridgeSpec, program: list[str], plan: RunPlan, lab: Run
     )
     if errlog is not None:
         outcome.bridge_output = (folder / "bridge.log").read_text().splitlines()
+
+
+def flow_bound(plan: RunPlan) -> float:
+    """How long the reference client's whole flow may take, its connection to a slow
+    bridge included: each notification's wait, and :data:`_SLACK_SECONDS` beyond."""
+    return plan.timeout * (len(plan.scenario.timeline) + 1) + _SLACK_SECONDS
 
 
 def lab_faults(lines: list[str]) -> list[str]:

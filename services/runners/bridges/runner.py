@@ -21,8 +21,9 @@ from pathlib import Path
 from services.runners.bridges.install import install
 from services.runners.bridges.run import DEFAULT_TIMEOUT, Outcome, RunPlan, run_once
 from services.runners.bridges.specs import BRIDGES, HTTP, BridgeSpec, Direction
-from services.runners.bridges.verdict import Row, to_row
+from services.runners.bridges.verdict import Row, not_supported, to_row, with_caveat
 from services.runners.install import InstallError
+from services.runners.phases import Clock, heartbeat
 from services.scenarios import registry
 from services.scenarios.scenario import Scenario
 
@@ -55,20 +56,30 @@ async def run_bridge(
     program: list[str] | None = None,
     directions: list[Direction] | None = None,
     progress: Progress = _quiet,
+    finished: list[Row] | None = None,
 ) -> list[Row]:
     """One bridge's rows, a direction and scenario each; one row saying why when it
-    cannot be installed. ``runs``: the invocation's folder (:mod:`services.runners.run_folders`),
-    where each run keeps its files. ``program``: a bridge already on disk (a test's
-    own)."""
+    cannot be installed; a direction this version cannot run at all is not run, its
+    rows ``not supported``. ``runs``: the invocation's folder
+    (:mod:`services.runners.run_folders`), where each run keeps its files. ``program``: a
+    bridge already on disk (a test's own). ``finished`` gets each row once it is made
+    (what a Ctrl-C keeps)."""
+    made_rows = finished if finished is not None else []
+
+    def alone(row: Row) -> list[Row]:
+        made_rows.append(row)
+        return [row]
+
     if spec.not_installable:
-        return [Row(spec.name, "-", "-", "-", notes=[spec.not_installable])]
+        return alone(Row(spec.name, "-", "-", "-", notes=[spec.not_installable]))
     if program is None:
         started = time.monotonic()
         try:
-            version, program = await install(spec, version)
+            async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
+                version, program = await install(spec, version)
         except InstallError as exc:
             progress(f"{spec.name} {version}: install failed")
-            return [Row(spec.name, version, "-", "-").fail(f"install failed: {exc}")]
+            return alone(Row(spec.name, version, "-", "-").fail(f"install failed: {exc}"))
         progress(f"{spec.name} {version}: installed ({time.monotonic() - started:.0f} s)")
     ways = [d for d in spec.directions if directions is None or d in directions]
 
@@ -77,21 +88,30 @@ async def run_bridge(
             started = time.monotonic()
             with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
                 assert program is not None
-                outcome = await run_once(spec, version, program, plan, Path(root), runs)
+                outcome = await run_once(spec, version, program, plan, Path(root), runs,
+                                         progress)  # fmt: skip
             return outcome, time.monotonic() - started
 
     async def made_row(way: Direction, scenario: Scenario) -> Row:
+        why = spec.why_not(version, way)
+        if why is not None:
+            progress(f"{spec.name} {way.name} {scenario.name}: not supported: {why}")
+            unsupported = not_supported(spec, version, way.name, scenario.name, why)
+            made_rows.append(unsupported)
+            return unsupported
         plan = RunPlan(scenario, way, timeout=timeout)
         runs = [one(plan)]
         if scenario.name == RESUMED_IN and way.lab == HTTP:
             runs.append(one(RunPlan(scenario, way, resume=True, timeout=timeout)))
         done = await asyncio.gather(*runs)
         outcomes = [outcome for outcome, _ in done]
-        made = to_row(spec.name, version, outcomes[0], outcomes[1] if len(outcomes) > 1 else None)
+        resumed = outcomes[1] if len(outcomes) > 1 else None
+        made = with_caveat(spec, to_row(spec.name, version, outcomes[0], resumed))
         made.seconds = round(sum(seconds for _, seconds in done), 1)  # its runs' own time
         marks = " ".join(f"{k}={c.mark}" for k, c in made.steps.items() if c.mark != "-")
         progress(f"{spec.name} {way.name} {scenario.name}: {marks or made.notes[0]} "
                  f"({made.seconds:.0f} s)")  # fmt: skip
+        made_rows.append(made)
         return made
 
     return list(await asyncio.gather(*(made_row(w, s) for w in ways for s in scenarios)))
@@ -107,6 +127,7 @@ async def run_bridges(
     jobs: int = DEFAULT_JOBS,
     directions: list[Direction] | None = None,
     progress: Progress = _quiet,
+    finished: list[Row] | None = None,
 ) -> list[Row]:
     """Rows of ``names`` in ``scenarios``, in the order of ``names``; ``jobs`` runs at
     a time, all bridges together; each run's files in ``runs`` (the invocation's
@@ -124,6 +145,7 @@ async def run_bridges(
                 timeout=timeout,
                 directions=directions,
                 progress=progress,
+                finished=finished,
             )
             for name in names
         )

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+from services.runners.versions import version_key
+
 STDIO, HTTP, SSE = "stdio", "HTTP", "SSE"
 NPM, PYPI, FASTMCP, LOCAL = "npm", "PyPI", "fastmcp", "local"
 PATHS = {HTTP: "/mcp", SSE: "/sse"}
@@ -56,6 +58,7 @@ class Ends:
     port: int | None  # the bridge's own port (HTTP or SSE client side)
     folder: Path  # the run's folder (kept)
     home: Path  # the bridge's HOME (its XDG directories inside)
+    version: str = ""  # the version being run: a launch picks its command line by it
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class Invocation:
 
 
 Launch = Callable[[Ends], Invocation]
+# Why version X of a bridge cannot run a direction at all (None: it can).
+Unsupported = Callable[[str, Direction], str | None]
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,17 @@ class BridgeSpec:
     not_installable: str | None = None
     # How a user starts it, one line per direction (docs/bridges.md), {lab} the URL.
     how: dict[str, str] = field(default_factory=dict)
+    # Why a version cannot run a direction (its row says "not supported", and why).
+    unsupported: Unsupported | None = None
+    # What every row of this bridge should say first (how it is set up changes what
+    # a client sees).
+    caveat: str | None = None
+    # The install's name in the cache (two specs of one package share an install).
+    install_name: str | None = None
+
+    def why_not(self, version: str, way: Direction) -> str | None:
+        """Why ``version`` cannot run ``way`` at all; None when it can."""
+        return None if self.unsupported is None else self.unsupported(version, way)
 
 
 def _url(ends: Ends) -> str:
@@ -107,26 +123,91 @@ def _port(ends: Ends) -> str:
     return str(ends.port)
 
 
+def before(version: str, release: str) -> bool:
+    """Whether ``version`` comes before ``release`` (npm's order; an empty version, a
+    test's own bridge, is none)."""
+    return bool(version) and version_key(version) < version_key(release)
+
+
+# mcp-remote: --transport (http-only, sse-only) from 0.1.0; 0.0.x speaks SSE only.
+_MCP_REMOTE_TRANSPORT = "0.1.0"
+
+
 def _mcp_remote(ends: Ends) -> Invocation:
+    if before(ends.version, _MCP_REMOTE_TRANSPORT):
+        return Invocation([*ends.program, _url(ends)])  # SSE, its only transport
     only = "http-only" if ends.direction.lab == HTTP else "sse-only"
     return Invocation([*ends.program, _url(ends), "--transport", only])
 
 
-def _supergateway(ends: Ends) -> Invocation:
+def _mcp_remote_unsupported(version: str, way: Direction) -> str | None:
+    if way.lab == HTTP and before(version, _MCP_REMOTE_TRANSPORT):
+        return f"mcp-remote {version} speaks SSE only (--transport http-only came in 0.1.0)"
+    return None
+
+
+# supergateway: --streamableHttp (stdio->HTTP) from 3.0; Streamable HTTP served
+# (--outputTransport streamableHttp, --stateful) from 3.4.
+_SG_HTTP_CLIENT, _SG_HTTP_SERVED = "3.0.0", "3.4.0"
+
+
+def _supergateway(ends: Ends, *, stateful: bool = True) -> Invocation:
     d = ends.direction
     if d.client == STDIO:
         flag = "--streamableHttp" if d.lab == HTTP else "--sse"
         return Invocation([*ends.program, flag, _url(ends)])
     served = ["--stdio", shlex.join(_command(ends)), "--port", _port(ends)]
     if d.client == HTTP:
-        served += ["--outputTransport", "streamableHttp", "--stateful"]
+        served += ["--outputTransport", "streamableHttp"]
+        served += ["--stateful"] if stateful else []
     return Invocation([*ends.program, *served], PATHS[d.client])
 
 
+def _supergateway_stateless(ends: Ends) -> Invocation:
+    return _supergateway(ends, stateful=False)
+
+
+def _supergateway_unsupported(version: str, way: Direction) -> str | None:
+    if way.lab == HTTP and before(version, _SG_HTTP_CLIENT):
+        return f"supergateway {version} has no --streamableHttp (it came in 3.0)"
+    if way.client == HTTP and before(version, _SG_HTTP_SERVED):
+        return (
+            f"supergateway {version} serves no Streamable HTTP (--outputTransport "
+            "streamableHttp came in 3.4)"
+        )
+    return None
+
+
+# npm mcp-proxy's command lines, by major version: 6.x takes the server after "--"
+# (``-- mcp-lab server --transport stdio``); 5.x takes the command first and its
+# arguments after "--" (``mcp-lab -- server --transport stdio``: with "--" first it
+# finds no command and prints its usage); 3.2 and 3.3 have neither "--" nor --host,
+# run the server through a shell with --shell, and serve Streamable HTTP on /stream;
+# before 3.2 it cannot pass options to the server it runs.
+_PROXY_NPM_SHELL, _PROXY_NPM_HOST, _PROXY_NPM_DASHES = "3.2.0", "5.0.0", "6.0.0"
+
+
 def _mcp_proxy_npm(ends: Ends) -> Invocation:
-    server = "stream" if ends.direction.client == HTTP else "sse"
+    d, version = ends.direction, ends.version
+    server = "stream" if d.client == HTTP else "sse"
+    command = _command(ends)
+    if before(version, _PROXY_NPM_HOST):
+        argv = [*ends.program, "--port", _port(ends), "--server", server]
+        path = "/stream" if d.client == HTTP else PATHS[d.client]
+        return Invocation([*argv, "--shell", shlex.join(command)], path)
     argv = [*ends.program, "--port", _port(ends), "--host", "127.0.0.1", "--server", server]
-    return Invocation([*argv, "--", *_command(ends)], PATHS[ends.direction.client])
+    if before(version, _PROXY_NPM_DASHES):
+        return Invocation([*argv, command[0], "--", *command[1:]], PATHS[d.client])
+    return Invocation([*argv, "--", *command], PATHS[d.client])
+
+
+def _mcp_proxy_npm_unsupported(version: str, way: Direction) -> str | None:
+    if before(version, _PROXY_NPM_SHELL):
+        return (
+            f"mcp-proxy {version} cannot pass options to the server it runs (no '--', no "
+            "--shell), so it cannot start mcp-lab server --transport stdio (3.2 can)"
+        )
+    return None
 
 
 def _mcp_proxy_pypi(ends: Ends) -> Invocation:
@@ -170,6 +251,14 @@ def _mcp_hub(ends: Ends) -> Invocation:
     return Invocation(argv, "/mcp", ready="'lab' MCP server connected", prefix="lab__")
 
 
+# What every row of supergateway without --stateful says first.
+STATELESS = (
+    "stateless (supergateway's default without --stateful): it starts the stdio server "
+    "anew for every request and keeps no session, so no subscription outlives its "
+    "request and no stream is left to carry notifications/resources/updated"
+)
+
+
 def _directions(*names: str) -> tuple[Direction, ...]:
     return tuple(direction(n) for n in names)
 
@@ -186,6 +275,7 @@ BRIDGES: dict[str, BridgeSpec] = {
             binary="mcp-remote",
             directions=_directions("stdio->HTTP", "stdio->SSE"),
             launch=_mcp_remote,
+            unsupported=_mcp_remote_unsupported,
             how={
                 "stdio->HTTP": "mcp-remote http://127.0.0.1:8089/mcp --transport http-only",
                 "stdio->SSE": "mcp-remote http://127.0.0.1:8089/sse --transport sse-only",
@@ -200,6 +290,7 @@ BRIDGES: dict[str, BridgeSpec] = {
             binary="supergateway",
             directions=_directions("stdio->HTTP", "stdio->SSE", "HTTP->stdio", "SSE->stdio"),
             launch=_supergateway,
+            unsupported=_supergateway_unsupported,
             how={
                 "stdio->HTTP": "supergateway --streamableHttp http://127.0.0.1:8089/mcp",
                 "stdio->SSE": "supergateway --sse http://127.0.0.1:8089/sse",
@@ -207,6 +298,23 @@ BRIDGES: dict[str, BridgeSpec] = {
                 "--outputTransport streamableHttp --stateful --port 8000",
                 "SSE->stdio": "supergateway --stdio 'mcp-lab server --transport stdio' --port 8000",
             },
+        ),
+        BridgeSpec(
+            name="supergateway-stateless",
+            title="supergateway serving Streamable HTTP in its default, stateless mode",
+            source=NPM,
+            package="supergateway",
+            version="4.0.0",
+            binary="supergateway",
+            directions=_directions("HTTP->stdio"),
+            launch=_supergateway_stateless,
+            unsupported=_supergateway_unsupported,
+            how={
+                "HTTP->stdio": "supergateway --stdio 'mcp-lab server --transport stdio' "
+                "--outputTransport streamableHttp --port 8000",
+            },
+            caveat=STATELESS,
+            install_name="supergateway",
         ),
         BridgeSpec(
             name="mcp-proxy",
@@ -217,6 +325,7 @@ BRIDGES: dict[str, BridgeSpec] = {
             binary="mcp-proxy",
             directions=_directions("HTTP->stdio", "SSE->stdio"),
             launch=_mcp_proxy_npm,
+            unsupported=_mcp_proxy_npm_unsupported,
             how={
                 "HTTP->stdio": "mcp-proxy --port 8080 --host 127.0.0.1 --server stream -- "
                 "mcp-lab server --transport stdio",

@@ -9,10 +9,13 @@ builder) and the two wires:
 - ``dropped``: the bridge lost it: a request that never reached the lab (refused or
   answered by the bridge itself), an answer that never came back, a notification the
   lab delivered to the bridge that never reached the client (or that the lab could
-  not send, because the bridge kept no stream open to it);
+  not send, because the bridge kept no stream open to it, or no session: a stateless
+  bridge whose subscribe and unsubscribe reach the lab in different sessions);
 - ``not reached``: the flow stopped before this step (an earlier one was dropped);
 - ``rewritten`` (initialize only): it went through, but the client was told other
   resource capabilities than the lab advertised;
+- ``not supported``: this version of the bridge cannot run this direction at all (it
+  has no option for it, :meth:`BridgeSpec.why_not`): nothing was run, nothing lost;
 - ``-``: the step is not part of this scenario or direction.
 
 A run in which a loop of the lab's own failed (its relay or updater restarted after
@@ -27,14 +30,16 @@ from typing import Any
 
 from services import protocol
 from services.contract import Event
+from services.runners.bridges.output import bridge_said
 from services.runners.bridges.run import Outcome, ProbeStep
-from services.runners.bridges.specs import HTTP
+from services.runners.bridges.specs import HTTP, BridgeSpec
 from services.runners.wire import CLIENT, LAB, WireMessage
 from services.scenarios.scenario import ADD, UPDATE, Scenario
 
-PASSED, DROPPED, NOT_REACHED, REWRITTEN, NOT_APPLICABLE = (
-    "passed", "dropped", "not reached", "rewritten", "-",
+PASSED, DROPPED, NOT_REACHED, REWRITTEN, NOT_SUPPORTED, NOT_APPLICABLE = (
+    "passed", "dropped", "not reached", "rewritten", "not supported", "-",
 )  # fmt: skip
+MARKS = (PASSED, DROPPED, NOT_REACHED, REWRITTEN, NOT_SUPPORTED, NOT_APPLICABLE)
 UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
 # The steps of a row, in order, with their column titles.
 STEPS: dict[str, str] = {
@@ -102,6 +107,11 @@ class Row:
         self.failure = why
         self.notes.insert(0, f"runner failed: {why}")
         return self
+
+    @property
+    def not_supported(self) -> bool:
+        """The bridge's version cannot run this direction (nothing was run)."""
+        return bool(self.steps) and all(c.mark == NOT_SUPPORTED for c in self.steps.values())
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -228,7 +238,22 @@ def _notified(sides: _Sides, expected: int, subscribed: bool) -> Cell:
             "bridge kept no GET stream open to the lab",
             count,
         )
+    if not sent and (gone := _sessionless(sides)):
+        return Cell(DROPPED, f"the lab sent none: {gone}", count)
     return Cell(NOT_REACHED, f"the lab sent {len(sent)} (its update did not come)", count)
+
+
+def _sessionless(sides: _Sides) -> str | None:
+    """Why the lab had no one to send to, when the bridge keeps no session (a stateless
+    server): the subscribe and the unsubscribe reached the lab in different sessions."""
+    subscribed = {e.session for e in sides.lab_in(protocol.SUBSCRIBE, sides.uri)}
+    unsubscribed = {e.session for e in sides.lab_in(protocol.UNSUBSCRIBE, sides.uri)}
+    if not subscribed or not unsubscribed or subscribed & unsubscribed:
+        return None
+    return (
+        "the bridge keeps no session (the subscribe and the unsubscribe reached the lab in "
+        "different sessions): the session that subscribed was gone before the update"
+    )
 
 
 def _re_read(sides: _Sides, expected: int) -> Cell:
@@ -267,6 +292,8 @@ def _list_changed(sides: _Sides, subscribed_client: bool) -> Cell:
         return Cell(DROPPED, "the lab delivered it to the bridge; it never reached the client")
     if sent:
         return Cell(DROPPED, "the lab sent it to no open stream (no GET stream to the lab)")
+    if gone := _sessionless(sides):
+        return Cell(DROPPED, f"the lab sent none: {gone}")
     return Cell(NOT_REACHED, "the lab sent none")
 
 
@@ -281,7 +308,7 @@ def _resume(outcome: Outcome | None, lab_side: str, notified: Cell) -> Cell:
         return Cell(NOT_APPLICABLE, f"the resumption run failed: {outcome.failure}")
     cut = outcome.cut
     if cut is None or cut.at_ms is None:
-        return Cell(NOT_REACHED, "the subscribe never reached the lab")
+        return _not_cut(outcome)
     if cut.streams == 0:
         return Cell(NOT_REACHED, "the bridge had no GET stream open to the lab to cut")
     cut_at = cut.at_ms
@@ -307,6 +334,25 @@ def _resume(outcome: Outcome | None, lab_side: str, notified: Cell) -> Cell:
     if gets:
         return Cell(DROPPED, "reconnected without Last-Event-ID: the update sent meanwhile is lost")
     return Cell(DROPPED, "never reconnected its GET stream after the cut")
+
+
+def _not_cut(outcome: Outcome) -> Cell:
+    """The resumption run that never cut: the lab saw no subscribe, or saw it only after
+    the runner stopped waiting for it (a bridge slower than the wait)."""
+    subscribes = [
+        e
+        for e in outcome.events
+        if e.direction == "in" and e.method == protocol.SUBSCRIBE and e.error is None
+    ]
+    if not subscribes:
+        return Cell(NOT_REACHED, "the subscribe never reached the lab")
+    waited = outcome.cut.waited_s if outcome.cut is not None else None
+    after = f" ({waited:.0f} s)" if waited is not None else ""
+    return Cell(
+        NOT_APPLICABLE,
+        f"not judged: the subscribe reached the lab after the runner stopped waiting for "
+        f"it{after}, so nothing was cut",
+    )
 
 
 def _protocols(sides: _Sides, row: Row) -> None:
@@ -395,13 +441,20 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     levels = [c.level for c in outcome.report.clients] if outcome.report else []
     row.lab_level = max(levels, default=0)
     for key, cell in steps.items():
-        if cell.mark in (DROPPED, REWRITTEN) or (cell.mark == NOT_REACHED and key != "resume"):
+        if key == "resume":
+            continue  # said below, whatever its mark
+        if cell.mark in (DROPPED, REWRITTEN, NOT_REACHED):
             row.notes.append(f"{STEPS[key]}: {cell.mark}: {cell.detail}")
-    if steps["resume"].mark not in (NOT_APPLICABLE,):
-        row.notes.append(f"resume: {steps['resume'].mark}: {steps['resume'].detail}")
+    resumed = steps["resume"]
+    if resumed.mark != NOT_APPLICABLE or resumed.detail.startswith("not judged"):
+        row.notes.append(f"resume: {resumed.mark}: {resumed.detail}")
     if row.lab_sessions > 1:
         row.notes.append(f"the bridge opened {row.lab_sessions} sessions at the lab")
     _wires(sides, row)
+    if steps["initialize"].mark != PASSED and outcome.bridge_output:
+        said = bridge_said(outcome.bridge_output)
+        if said:
+            row.notes.append(f"the bridge said: {said}")
     for run in (r for r in (outcome, resume) if r is not None):
         for fault in run.lab_faults:
             row.notes.insert(
@@ -409,4 +462,20 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
                 f"the lab failed during the {run.plan.label} run, not the bridge: {fault}; "
                 "a mark after it may be the lab's doing",
             )
+    return row
+
+
+def not_supported(spec: BridgeSpec, version: str, way: str, scenario: str, why: str) -> Row:
+    """The row of a direction that ``version`` of the bridge cannot run: every step
+    ``not supported``, and why."""
+    row = Row(spec.name, version, way, scenario)
+    row.steps = {key: Cell(NOT_SUPPORTED, why) for key in STEPS}
+    row.notes = [f"not supported: {why}"]
+    return row
+
+
+def with_caveat(spec: BridgeSpec, row: Row) -> Row:
+    """``row`` with what every row of ``spec`` should say first (its set-up)."""
+    if spec.caveat and not row.not_supported:
+        row.notes.insert(0, spec.caveat)
     return row
