@@ -124,27 +124,56 @@ def checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
 _PIP_VERSIONS = re.compile(r"^\S+ \(([0-9A-Za-z.+-]+)\)")
 
 
-def pypi_latest(package: str) -> str:
-    """The version PyPI names newest now (``pip index versions``)."""
+def pypi_latest(package: str, python: str | None = None) -> str:
+    """The version PyPI names newest now (``pip index versions``), for ``python`` (a
+    version such as ``3.13``) or the lab's own Python."""
+    where = ["--python-version", python] if python else []
     out = checked(
-        [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", package],
+        [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check",
+         *where, package],
         f"pip index versions {package}",
-    )
+    )  # fmt: skip
     found = _PIP_VERSIONS.match(out.strip())
     if found is None:
         raise InstallError(f"pip index versions {package} named no version: {out[:200]!r}")
     return found.group(1)
 
 
-def pypi_install(name: str, package: str, version: str, binary: str, *, cache: Path) -> Path:
+def find_python(version: str) -> str:
+    """The interpreter of Python ``version`` (``3.13``) that runs: ``python3.13`` on PATH
+    (a pyenv shim there may run nothing), else the newest ``~/.pyenv/versions/3.13.*``;
+    InstallError when there is none."""
+    name = f"python{version}"
+    pyenv = Path.home() / ".pyenv" / "versions"
+    installed = sorted(
+        (p for p in pyenv.glob(f"{version}.*/bin/{name}") if p.is_file()),
+        key=lambda p: version_key(p.parts[-3]),
+        reverse=True,
+    )
+    on_path = shutil.which(name)
+    for candidate in [*([on_path] if on_path else []), *map(str, installed)]:
+        try:
+            ran = subprocess.run([candidate, "-c", "pass"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if ran.returncode == 0:
+            return candidate
+    raise InstallError(f"{name} is needed: none runs on PATH or under {pyenv}")
+
+
+def pypi_install(
+    name: str, package: str, version: str, binary: str, *, cache: Path, python: str | None = None
+) -> Path:
     """Install ``package==version`` into the virtualenv ``<cache>/<name>-<version>``
-    (once); returns the path of its ``binary``."""
+    (once), made with Python ``python`` (:func:`find_python`) or the lab's own; returns
+    the path of its ``binary``."""
     venv = cache / f"{name}-{version}"
     path = venv / "bin" / binary
     done = venv / ".mcp-lab-installed"
     if done.exists() and path.exists():
         return path
-    checked([sys.executable, "-m", "venv", "--clear", str(venv)], f"a virtualenv for {name}")
+    interpreter = find_python(python) if python else sys.executable
+    checked([interpreter, "-m", "venv", "--clear", str(venv)], f"a virtualenv for {name}")
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
     checked([*pip, "--quiet", f"{package}=={version}"], f"pip install {package}")
     if not path.exists():

@@ -22,6 +22,8 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     version = "1.2.3"              # the pinned version (npm, pypi)
     binary = "my-agent"            # the program the package installs (default: name)
     node = "22"                    # optional: run it with Node 22 (installed beside it)
+    python = "3.13"                # optional (pypi): the Python its virtualenv is made
+                                   # with (python3.13 on PATH, or under ~/.pyenv/versions)
     postinstall = "pkg/install.js" # optional: a local script under node_modules, run once
     unavailable = "why"            # optional: it cannot be installed offline (a row says why)
 
@@ -89,12 +91,13 @@ PLACEHOLDERS = frozenset(
 )
 # The interactive UIs the runner can drive (``[run] interactive``), by name.
 INTERACTIVE_UIS = ("claude-code",)
+_PYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEYS = {
     "": {"name", "title", "kind", "client_info", "transports", "install", "model", "config",
          "run"},
-    "install": {"npm", "pypi", "command", "version", "binary", "node", "postinstall",
-                "unavailable"},
+    "install": {"npm", "pypi", "command", "version", "binary", "node", "python",
+                "postinstall", "unavailable"},
     "model": {"api"},
     "config": {"writer", "path"},
     "run": {"argv", "continue", "env", "interactive"},
@@ -126,6 +129,7 @@ class ClientDef:
     env: dict[str, str] = field(default_factory=dict)
     interactive: str | None = None
     node: str | None = None
+    python: str | None = None  # the Python a pypi client's virtualenv is made with
     postinstall: str | None = None
     unavailable: str | None = None
     origin: str = "built in"  # the file it came from
@@ -262,6 +266,10 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
     node = install.get("node")
     if node is not None and node != "22":
         raise fail("[install] node may only be \"22\"")
+    python = install.get("python")
+    wrong_python = source != PYPI or not isinstance(python, str) or not _PYTHON.match(python)
+    if python is not None and wrong_python:
+        raise fail('[install] python is a version such as "3.13", for a pypi package')
     return ClientDef(
         name=name,
         title=str(data.get("title", name)),
@@ -280,6 +288,7 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         env={str(k): v for k, v in env.items()},
         interactive=interactive,
         node=node,
+        python=python,
         postinstall=install.get("postinstall"),
         unavailable=install.get("unavailable"),
         origin=origin,

@@ -71,8 +71,10 @@ def _install(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]:
             cache=cache_dir(),
         )
     else:
-        version = pypi_latest(spec.package) if version == LATEST else version
-        binary = pypi_install(spec.name, spec.package, version, spec.binary, cache=cache_dir())
+        version = pypi_latest(spec.package, spec.python) if version == LATEST else version
+        binary = pypi_install(
+            spec.name, spec.package, version, spec.binary, cache=cache_dir(), python=spec.python
+        )
     paths = [binary.parent]
     if spec.needs_node22:
         node = npm_install("node", node22_package(), NODE22_VERSION, "node", cache=cache_dir())

@@ -98,3 +98,59 @@ def test_a_command_line_is_a_client_with_no_model_that_any_name_may_be() -> None
         from_command("node 'unclosed")
     assert parse({"name": "x", "kind": "program", "install": {"command": "x"},
                   "run": {"argv": ["x"]}}, "here").origin == "here"  # fmt: skip
+
+
+PYPI_CLIENT = """
+name = "py-agent"
+kind = "cli"
+[install]
+pypi = "py-agent"
+version = "1.0.0"
+{python}
+[model]
+api = "openai-chat"
+[run]
+argv = ["{{binary}}", "-p", "{{prompt}}"]
+"""
+
+
+def test_a_pypi_client_names_the_python_it_needs(tmp_path: Path) -> None:
+    path = tmp_path / "py-agent.toml"
+    path.write_text(PYPI_CLIENT.format(python='python = "3.13"'))
+    assert load(path).python == "3.13"
+    path.write_text(PYPI_CLIENT.format(python=""))
+    assert load(path).python is None
+    for wrong in ('python = "3"', 'python = "3.13.0"', "python = 3.13"):
+        path.write_text(PYPI_CLIENT.format(python=wrong))
+        with pytest.raises(DefinitionError, match=r"py-agent\.toml: \[install\] python is a"):
+            load(path)
+    npm = PYPI_CLIENT.format(python='python = "3.13"').replace('pypi = "py-agent"', 'npm = "x"')
+    path.write_text(npm)
+    with pytest.raises(DefinitionError, match=r"for a pypi package"):
+        load(path)
+
+
+def test_the_python_a_client_needs_is_one_that_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python3.N on PATH when it runs (a pyenv shim may not), else ~/.pyenv/versions."""
+    import os
+    import sys
+
+    from services.runners.install import InstallError, find_python
+
+    broken = tmp_path / "broken"
+    real = tmp_path / "home" / ".pyenv" / "versions" / "3.99.1" / "bin"
+    broken.mkdir()
+    real.mkdir(parents=True)
+    shim = broken / "python3.99"
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.99: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", f"{broken}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(InstallError, match=r"python3\.99 is needed: none runs"):
+        find_python("3.99")
+    (real / "python3.99").symlink_to(sys.executable)
+    assert find_python("3.99") == str(real / "python3.99")
+    monkeypatch.setenv("PATH", f"{real}{os.pathsep}{os.environ['PATH']}")
+    assert find_python("3.99") == str(real / "python3.99")
