@@ -128,10 +128,11 @@ def pypi_latest(package: str, python: str | None = None) -> str:
     """The version PyPI names newest now (``pip index versions``), for ``python`` (a
     version such as ``3.13``) or the lab's own Python."""
     where = ["--python-version", python] if python else []
+    name = package.split("[", 1)[0]  # pydantic-ai-slim[mcp]: the index knows the name only
     out = checked(
         [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check",
-         *where, package],
-        f"pip index versions {package}",
+         *where, name],
+        f"pip index versions {name}",
     )  # fmt: skip
     found = _PIP_VERSIONS.match(out.strip())
     if found is None:
