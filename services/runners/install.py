@@ -85,11 +85,13 @@ def npm_install(
     cache: Path,
 ) -> Path:
     """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
-    returns the path of its ``binary``. ``postinstall``: a local script under
-    node_modules, run with node afterwards when this version has it. ``cache``: the
-    runner's cache (the clients and the bridges each have their own)."""
+    returns the path of its ``binary``: a program in node_modules/.bin, or a path under
+    node_modules (``@factory/cli-linux-x64/bin/droid``: a package that links no program).
+    ``postinstall``: a local script under node_modules, run with node afterwards when
+    this version has it. ``cache``: the runner's cache (the clients and the bridges each
+    have their own)."""
     prefix = cache / f"{name}-{version}"
-    path = prefix / "node_modules" / ".bin" / binary
+    path = prefix / "node_modules" / (binary if "/" in binary else Path(".bin", binary))
     done = prefix / ".mcp-lab-installed"
     if done.exists() and path.exists():
         return path

@@ -138,6 +138,12 @@ def cline_mcp(server: Server) -> dict[str, Any]:
     }
 
 
+def factory_droid_mcp(server: Server) -> dict[str, Any]:
+    """Factory Droid's ``~/.factory/mcp.json`` (as ``droid mcp add`` writes it), over
+    HTTP without OAuth."""
+    return mcp_servers(server, oauth=False)
+
+
 def _claude_code(_: str | None, where: Where, server: Server) -> Path:
     return _write_json(where.workdir / "mcp.json", claude_code_mcp(server))
 
@@ -203,10 +209,8 @@ def _copilot(_: str | None, where: Where, server: Server) -> Path:
 
 
 def _qwen_code(_: str | None, where: Where, server: Server) -> Path:
-    # Its deferred tools (the MCP ones among them) are declared up front, as its
-    # tools.toolSearch.threshold allows, rather than behind its tool_search + tool_call bridge.
-    settings = {"tools": {"toolSearch": {"threshold": 100}}, "telemetry": {"enabled": False}}
-    _write_json(where.home / ".qwen" / "settings.json", settings)
+    # Its default tool settings: its MCP tools are deferred, behind tool_search + tool_call.
+    _write_json(where.home / ".qwen" / "settings.json", {"telemetry": {"enabled": False}})
     return _write_json(where.workdir / "mcp.json", qwen_code_mcp(server))
 
 
@@ -238,6 +242,16 @@ def _cline(_: str | None, where: Where, server: Server) -> Path:
     return _write_json(settings / "cline_mcp_settings.json", cline_mcp(server))
 
 
+def _factory_droid(_: str | None, where: Where, server: Server) -> Path:
+    # A custom model (no sign-in): `droid exec -m custom:scripted` speaks Chat Completions.
+    model = {"model": "scripted", "displayName": "scripted", "baseUrl": f"{where.model_url}/v1",
+             "apiKey": API_KEY, "provider": "generic-chat-completion-api",
+             "maxOutputTokens": 4096}  # fmt: skip
+    factory = where.home / ".factory"
+    _write_json(factory / "settings.json", {"customModels": [model]})
+    return _write_json(factory / "mcp.json", factory_droid_mcp(server))
+
+
 def _mcp_servers_json(path: str | None, where: Where, server: Server) -> Path:
     assert path is not None  # the client file's loader requires it for this writer
     return _write_json(Path(path), mcp_servers(server))
@@ -257,6 +271,7 @@ WRITERS: dict[str, Writer] = {
     "qwen-code": _qwen_code,
     "continue": _continue,
     "cline": _cline,
+    "factory-droid": _factory_droid,
     "mcp-servers-json": _mcp_servers_json,
     "env": _env_only,
 }

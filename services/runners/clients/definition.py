@@ -20,7 +20,8 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     pypi = "my-agent"              # a PyPI package, in a virtualenv of its own
     command = "my-agent"           # a program already on this machine (PATH or a path)
     version = "1.2.3"              # the pinned version (npm, pypi)
-    binary = "my-agent"            # the program the package installs (default: name)
+    binary = "my-agent"            # the program the package installs (default: name);
+                                   # a path (with a /) is under node_modules instead
     node = "22"                    # optional: run it with Node 22 (installed beside it)
     python = "3.13"                # optional (pypi): the Python its virtualenv is made
                                    # with (python3.13 on PATH, or under ~/.pyenv/versions)

@@ -6,7 +6,8 @@ It plays one of two scripts:
 
 ``scored`` (the verdict's run; the model never asks for the resource twice)
     1. read the resource once, through the CLI's resource-read tool (loaded first
-       through the CLI's tool search when the CLI offers it deferred), or through the
+       through the CLI's tool search when the CLI offers it deferred, and called
+       through the CLI's tool bridge when the search only shows it), or through the
        lab's own tool when the CLI offers no resource tool (:mod:`services.runners.clients.tools`);
     2. when that result is back (at once, when it has nothing to read with), await the
        update hook (the runner applies the lab's update there), then take *neutral*
@@ -94,6 +95,7 @@ class ModelRecord:
     templates_tool: str | None = None  # the template-list tool it called first, if any
     waits: int = 0  # calls of the CLI's wait-for-MCP-servers tool before the read
     read_tool: str | None = None  # the tool the model read the resource with
+    bridge: str | None = None  # the tool it called the read tool through (``tool_call``)
     # VIA_RESOURCE_TOOL (the CLI's), VIA_SERVER_TOOL (the lab's), ATTACHMENT (in the prompt)
     read_via: str | None = None
     attached: bool | None = None  # attached scenario: was the resource in the first request
@@ -175,6 +177,8 @@ class ScriptedModel:
         self._window_end = 0.0
         self._later_steps = 0
         self._seen: set[str] = set()
+        # The schemas of the deferred tools the CLI's tool search showed, by name.
+        self._searched: dict[str, dict[str, Any]] = {}
 
     async def decide(self, api: str, turn: Turn) -> Reply:
         """The next reply for ``turn`` (see the module docstring)."""
@@ -222,6 +226,8 @@ class ScriptedModel:
         record.api = api
         if not record.tools_offered:
             record.tools_offered = list(turn.tools)
+        if answered == "search" and turn.results:
+            self._searched.update(picks.searched_schemas(turn.results[-1]))
         if answered == "read":
             record.read_results.append(own_result)
             record.read_results_ms.append(at_ms)
@@ -259,6 +265,13 @@ class ScriptedModel:
         picked = picks.pick_tool(turn.tools)
         if picked is not None:
             record.read_tool, record.read_via = picked
+            self._phase = "first-result"
+            return self._read(turn)
+        bridge = picks.pick_tool_bridge(turn.tools)
+        shown = picks.pick_tool(self._searched) if bridge is not None else None
+        if shown is not None:
+            # The search showed the read tool's schema; only the bridge calls it.
+            (record.read_tool, record.read_via), record.bridge = shown, bridge
             self._phase = "first-result"
             return self._read(turn)
         wait = picks.pick_wait_for_servers(turn.tools)
@@ -318,6 +331,11 @@ class ScriptedModel:
         record.read_calls += 1
         self._pending = "read"
         values = {"server": self.server_name, "uri": self.uri}
+        if record.bridge is not None:
+            arguments = picks.fill_schema(self._searched.get(record.read_tool, {}), values)
+            schema = turn.tools.get(record.bridge, {})
+            bridged = picks.bridge_arguments(schema, record.read_tool, arguments)
+            return Reply(tool=record.bridge, arguments=bridged)
         return Reply(
             tool=record.read_tool,
             arguments=picks.fill_schema(turn.tools.get(record.read_tool, {}), values),

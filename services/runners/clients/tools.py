@@ -7,7 +7,9 @@ Three kinds, each found by name among the offered tools, whatever the CLI or ver
   ``get_review_status`` under whatever prefix the CLI gives it;
 - a **tool search**: some CLIs offer tools *deferred*, by name only, behind a search
   tool (Claude Code's ``ToolSearch``, ``{"query": "select:A,B"}``); the model selects
-  the read tool (and a neutral one) through it first;
+  the read tool (and a neutral one) through it first. Where the search only shows the
+  tools' schemas and never declares them (Qwen Code), the model calls them through the
+  CLI's **tool bridge** (``tool_call``, ``{"name": ..., "arguments": {...}}``);
 - a **neutral tool**: one that reads nothing of the lab (a task list, a plan, a todo
   list), for the steps the model takes after the update without asking for the
   resource again.
@@ -17,6 +19,7 @@ Arguments are filled from each tool's JSON schema (:func:`fill_schema`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -27,9 +30,15 @@ READ_TOOL_NAMES = ("ReadMcpResourceTool", "read_mcp_resource")
 SERVER_TOOL = "get_review_status"
 VIA_RESOURCE_TOOL, VIA_SERVER_TOOL = "resource tool", "server tool"
 _TOOL_SEARCH = re.compile(r"^tool_?search$", re.IGNORECASE)
+_TOOL_BRIDGE = re.compile(r"^tool_?call$", re.IGNORECASE)
+# A deferred tool's declaration in a search result: <function>{"name": ...}</function>.
+_DECLARATION = re.compile(r"<function>(.*?)</function>", re.DOTALL)
+_SCHEMA_KEYS = ("parametersJsonSchema", "parameters", "input_schema", "inputSchema")
+# The lab's tool under a prefix (mcp__lab__, lab___), as a list of deferred tools names it.
+_DEFERRED_SERVER_TOOL = re.compile(rf"\b([\w-]+?[_-]{SERVER_TOOL})\b")
 # Tools that change nothing and read nothing of the lab, best first (seen offered:
 # Claude Code TaskList and TodoWrite, Gemini CLI write_todos, OpenCode todowrite,
-# Codex get_goal, Copilot list_bash).
+# Codex get_goal, Copilot list_bash, Continue Checklist).
 NEUTRAL_TOOL_NAMES = (
     "TaskList",
     "TodoWrite",
@@ -39,6 +48,7 @@ NEUTRAL_TOOL_NAMES = (
     "update_plan",
     "get_goal",
     "list_bash",
+    "Checklist",
 )
 # What a neutral tool's arguments are filled with, by property name.
 _NEUTRAL_VALUES: dict[str, Any] = {
@@ -49,6 +59,7 @@ _NEUTRAL_VALUES: dict[str, Any] = {
     "step": "wait for the review",
     "status": "pending",
     "priority": "low",
+    "checklist": "- [ ] wait for the review",  # Continue's: the whole list, as markdown
 }
 
 
@@ -135,6 +146,31 @@ def pick_tool_search(names: Iterable[str]) -> str | None:
     return next((name for name in names if _TOOL_SEARCH.match(name)), None)
 
 
+def pick_tool_bridge(names: Iterable[str]) -> str | None:
+    """The offered tool that calls a deferred tool by name (Qwen Code's ``tool_call``)."""
+    return next((name for name in names if _TOOL_BRIDGE.match(name)), None)
+
+
+def bridge_arguments(schema: dict[str, Any], tool: str, arguments: Any) -> Any:
+    """The bridge's arguments that call ``tool`` with ``arguments``."""
+    return fill_schema(schema, {"name": tool, "arguments": arguments})
+
+
+def searched_schemas(text: str) -> dict[str, dict[str, Any]]:
+    """The tools a search result declares as text, by name: their parameter schemas."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in _DECLARATION.findall(text):
+        try:
+            declaration = json.loads(block)
+        except ValueError:
+            continue
+        if not isinstance(declaration, dict) or not isinstance(declaration.get("name"), str):
+            continue
+        schema: Any = next((declaration[k] for k in _SCHEMA_KEYS if k in declaration), {})
+        found[declaration["name"]] = schema if isinstance(schema, dict) else {}
+    return found
+
+
 def pick_neutral_tool(names: Iterable[str]) -> str | None:
     """An offered tool that reads nothing of the lab, if any (never a resource tool,
     never one of the lab's server tools)."""
@@ -148,10 +184,14 @@ def neutral_arguments(schema: dict[str, Any]) -> Any:
 
 
 def deferred_names(texts: Iterable[str]) -> tuple[str | None, str | None]:
-    """The read tool and a neutral tool that the request's texts name (deferred tools
-    are listed by name only, e.g. in a system reminder), if any."""
+    """The read tool (else the lab's tool, prefixed) and a neutral tool that the
+    request's texts name (deferred tools are listed by name only, e.g. in a system
+    reminder), if any."""
     joined = "\n".join(texts)
     read = next((n for n in READ_TOOL_NAMES if re.search(rf"\b{re.escape(n)}\b", joined)), None)
+    if read is None:
+        server = _DEFERRED_SERVER_TOOL.search(joined)
+        read = server.group(1) if server else None
     neutral = next(
         (n for n in NEUTRAL_TOOL_NAMES if re.search(rf"(?m)^\s*{re.escape(n)}\s*$", joined)),
         None,

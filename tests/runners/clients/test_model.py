@@ -539,6 +539,62 @@ async def test_deferred_tools_are_loaded_through_the_tool_search_first() -> None
     assert record.failure is None and record.saw_v1
 
 
+async def test_deferred_tools_called_through_a_tool_call_bridge() -> None:
+    """Qwen Code 0.24.4 lists its deferred tools by name; tool_search returns their
+    schemas as text, and only tool_call invokes them (they are never declared)."""
+    run = Run(SCORED, **FAST)
+    reminder = (
+        "<system-reminder>\nDeferred tools, reachable through tool_search and tool_call:\n"
+        '- "monitor": "Starts a long-running shell command."\n'
+        '- "read_mcp_resource": "Reads a resource from a configured MCP server."\n'
+        "</system-reminder>"
+    )
+    read_schema = {
+        "type": "object",
+        "properties": {"server_name": {"type": "string"}, "uri": {"type": "string"}},
+        "required": ["server_name", "uri"],
+    }
+    declaration = {"name": "read_mcp_resource", "parametersJsonSchema": read_schema}
+    loaded = f"<functions>\n<function>{json.dumps(declaration)}</function>\n</functions>"
+    search = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    bridge = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+        "required": ["name", "arguments"],
+    }
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"tool_search": search, "tool_call": bridge, "get_goal": {}})
+        chat.messages.insert(0, {"role": "user", "content": reminder})
+        await chat.turn({"tool_search": loaded})
+        assert chat.calls == [("tool_search", {"query": "select:read_mcp_resource"})]
+        await chat.until_answer({"tool_call": V1})
+    read_call = {"name": "read_mcp_resource", "arguments": {"server_name": "lab", "uri": URI}}
+    assert chat.calls[1] == ("tool_call", read_call)
+    assert {name for name, _ in chat.calls[2:]} == {"get_goal"}
+    record = run.model.record
+    assert (record.read_tool, record.read_via) == ("read_mcp_resource", VIA_RESOURCE_TOOL)
+    assert record.bridge == "tool_call" and record.read_calls == 1
+    assert record.failure is None and record.saw_v1
+
+
+async def test_a_deferred_server_tool_is_selected_by_its_name() -> None:
+    """Factory Droid 0.225.2 lists the lab's tool (lab___get_review_status) among its
+    deferred tools, behind ToolSearch, and offers no resource tool."""
+    run = Run(SCORED, **FAST)
+    reminder = "Deferred tools:\nWebSearch\nFetchUrl\nlab___get_review_status\n"
+    search = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"ToolSearch": search, "Read": {}})
+        chat.messages.insert(0, {"role": "user", "content": reminder})
+        await chat.turn({"ToolSearch": "loaded"})
+        assert chat.calls == [("ToolSearch", {"query": "select:lab___get_review_status"})]
+        chat.tools += chat_tools({"lab___get_review_status": {"type": "object"}})
+        await chat.until_answer({"lab___get_review_status": V1})
+    assert chat.calls[1] == ("lab___get_review_status", {})
+    record = run.model.record
+    assert record.read_via == VIA_SERVER_TOOL and record.saw_v1 and record.failure is None
+
+
 async def test_a_read_tool_named_but_never_offered_is_the_runners_failure() -> None:
     run = Run(SCORED, **FAST)
     async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
@@ -574,6 +630,17 @@ def test_neutral_and_deferred_tool_picks() -> None:
     assert deferred_names(["nothing here"]) == (None, None)
     assert search_query("ReadMcpResourceTool", None) == "select:ReadMcpResourceTool"
     assert search_query(None, None) == "read mcp resource"
+
+
+def test_continues_checklist_is_a_neutral_tool_with_one_open_item() -> None:
+    """Continue CLI 1.5.47's Checklist: one markdown string, the whole to-do list."""
+    schema = {
+        "type": "object",
+        "required": ["checklist"],
+        "properties": {"checklist": {"type": "string"}},
+    }
+    assert pick_neutral_tool(["Read", "Bash", "Checklist", "CheckBackgroundJob"]) == "Checklist"
+    assert neutral_arguments(schema) == {"checklist": "- [ ] wait for the review"}
 
 
 async def test_a_cli_asking_before_its_servers_are_up_is_waited_for() -> None:
