@@ -58,11 +58,17 @@ def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
     return json.loads(result.stdout)["clients"]
 
 
+# The agent CLIs and the Inspector the lab has scored longest: every scenario, both
+# transports. The rest of the field (more CLIs, the client libraries) is played in
+# `single` over http here (FIELD_EXPECTED); docs/clients.md has its every transport.
+CORE = ("inspector", "claude-code", "gemini-cli", "codex", "opencode", "copilot")
+
+
 @functools.cache
 def matrix() -> dict[tuple[str, str, str, str], dict]:
-    """Every pinned client in every scenario that applies to it: one ``clients run``
+    """Every core client in every scenario that applies to it: one ``clients run``
     for all the tests of this module (the clients side by side, as by default)."""
-    names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
+    names = list(CORE)
     args = [a for name in names for a in ("--client", name)]
     rows = _run(*args, "--transport", HTTP, timeout=3 * RUN_TIMEOUT)
     return {(r["client"], r["scenario"], r["setup"], r["transport"]): r for r in rows}
@@ -73,7 +79,7 @@ def stdio_matrix() -> dict[tuple[str, str], dict]:
     """Every pinned client over stdio in ``single``, without the lab's tool: one ``clients
     run``. docs/clients.md has them in every scenario and setup; the suite keeps to one
     of each, for its time."""
-    names = [n for n, spec in CLIENTS.items() if not spec.not_installable]
+    names = list(CORE)
     args = [a for name in names for a in ("--client", name)]
     rows = _run(*args, "--scenario", "single", "--tool", "off", "--transport", STDIO,
                 timeout=3 * RUN_TIMEOUT)  # fmt: skip
@@ -513,6 +519,75 @@ def documented_matrix() -> dict[tuple[str, str, str, str], list[str]]:
     cells: dict[tuple[str, str, str, str], list[str]] = {}
     for line in section.splitlines():
         parts = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if line.startswith("| ") and parts[0] in CLIENTS:
+        if line.startswith("| ") and parts[0] in CLIENTS and len(parts) > 6:
             cells.setdefault((parts[0], parts[2], parts[3], parts[4]), parts)
     return cells
+
+
+# The rest of the field, in `single`, lab setup `no tool`, over http: the level each got
+# on 2026-12-02 (docs/clients.md, "The wider field"). Agent CLIs with their scripted
+# model; client libraries as the programs of services/runners/clients/libraries/.
+FIELD_EXPECTED: dict[str, int] = {
+    # Agent CLIs: none subscribes; fast-agent lists, Kilo and Qwen Code read.
+    "kilo": 3,
+    "qwen-code": 3,
+    "continue": 1,
+    "cline": 1,
+    "factory-droid": 1,
+    "fast-agent": 2,
+    "kimi-cli": 1,
+    "mistral-vibe": 1,
+    # Libraries: the SDKs that subscribe (or listen) and re-read get 6; the rest offer
+    # no subscribe at all, read, and read again after a wait.
+    "python-sdk": 6,
+    "typescript-sdk": 6,
+    "mcp-use-ts": 6,
+    "mastra-mcp": 6,
+    "fastmcp-client": 3,
+    "mcp-use-python": 3,
+    "langchain-mcp-adapters": 3,
+    "pydantic-ai": 3,
+    "openai-agents": 3,
+    "llama-index-tools-mcp": 3,
+    "vercel-ai-sdk": 3,
+}
+
+
+@functools.cache
+def field() -> dict[str, dict]:
+    """Every installable client outside CORE, in one ``clients run``."""
+    names = [n for n, spec in CLIENTS.items() if n not in CORE and not spec.not_installable]
+    ways = [n for n in names if HTTP in CLIENTS[n].transports]
+    args = [a for name in ways for a in ("--client", name)]
+    rows = _run(*args, "--scenario", "single", "--tool", "off", "--transport", HTTP,
+                timeout=3 * RUN_TIMEOUT)  # fmt: skip
+    return {r["client"]: r for r in rows}
+
+
+@pytest.mark.clients
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
+def test_every_client_of_the_field_has_an_expected_level() -> None:
+    outside = {n for n, spec in CLIENTS.items() if n not in CORE and not spec.not_installable}
+    over_http = {n for n in outside if HTTP in CLIENTS[n].transports}
+    assert set(FIELD_EXPECTED) == over_http
+    assert sum(spec.kind == "cli" for spec in CLIENTS.values()) >= 14
+    assert sum(spec.kind == "library" for spec in CLIENTS.values()) >= 8
+    documented = documented_matrix()  # docs/clients.md, "The wider field"
+    for name, level in FIELD_EXPECTED.items():
+        cells = documented[(name, "single", NO_TOOL, HTTP)]
+        assert cells[6].startswith(f"{level} "), (name, cells)
+
+
+@pytest.mark.clients
+@pytest.mark.timeout(4 * RUN_TIMEOUT)
+@pytest.mark.parametrize("name", list(FIELD_EXPECTED))
+def test_a_client_of_the_field_gets_its_level_and_its_wire_agrees(name: str) -> None:
+    row = field()[name]
+    notes = row["notes"]
+    assert row["runner_failed"] is None, notes
+    assert not any("wire capture disagrees" in n for n in notes), notes
+    assert row["wire"] is not None and all(
+        row["wire"][box] == (answers(row)[box] == "yes") for box in row["wire"]
+    ), (row["wire"], row["checklist"])
+    assert row["level"] == FIELD_EXPECTED[name], notes
+    assert (row["client_info"] or "").startswith(CLIENTS[name].client_info), row["client_info"]
