@@ -32,8 +32,8 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     api = "openai-chat"            # anthropic, openai-responses, openai-chat, gemini, none
 
     [config]
-    writer = "mcp-servers-json"    # claude-code, gemini-cli, codex, opencode, copilot,
-                                   # mcp-servers-json, env (services/runners/clients/configs.py)
+    writer = "mcp-servers-json"    # mcp-servers-json, env, or a CLI's own (claude-code,
+                                   # codex, qwen-code, ...: configs.WRITERS names them all)
     path = "{home}/.my-agent/mcp.json"  # mcp-servers-json: where the file goes
 
     [run]
