@@ -398,7 +398,9 @@ class ScriptedModel:
     def _observe(self, turn: Turn, number: int, at_ms: int) -> None:
         """Look for the update in what the CLI sent, once the update was applied:
         version 2 anywhere is a push (the scored model read once, before the update),
-        a new text naming the resource and a change is a notice."""
+        a new text naming the resource and a change is a notice. A side request (no
+        tools: a title, a next-speaker check) is not the agent's conversation: it often
+        quotes the user's words about the resource, and is never a push or a notice."""
         texts = [self._without_lab_texts(t) for t in turn.texts]
         fresh = [t for t in texts if t and t not in self._seen]
         self._seen.update(texts)
@@ -406,6 +408,8 @@ class ScriptedModel:
         if record.update_applied_ms is None or self.mode != SCORED:
             return
         record.after_update += 1
+        if not turn.tools:
+            return
         if record.reflected is not None and record.reflected.kind == "push":
             return
         for text in fresh:

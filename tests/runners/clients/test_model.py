@@ -667,3 +667,20 @@ async def test_a_head_anywhere_is_a_quiet_reachability_answer_and_other_paths_ar
     assert run.model.record.unserved == ["GET /api/hello"]
     noisy = [r.getMessage() for r in caplog.records if r.levelname != "DEBUG"]
     assert noisy == ["[model] no such endpoint: GET /api/hello"]
+
+
+async def test_a_side_request_that_quotes_the_conversation_is_no_notice() -> None:
+    """A title request (no tools: Kilo Code's "Generate a title for this conversation")
+    repeats the user's words about the resource: that is not the client telling its
+    model of a change."""
+    run = Run(SCORED, **FAST)
+    async with serve(run.model) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+        chat = Chat(http, {"read_mcp_resource": READ_SCHEMA, "todowrite": TODO_SCHEMA})
+        await chat.turn({"read_mcp_resource": V1})
+        await chat.turn({})  # the update is applied
+        title = f"Generate a title for this conversation: read {URI}, tell me if it changed"
+        side = {"model": "m", "messages": [{"role": "user", "content": title}]}
+        reply = await http.post("/v1/chat/completions", json=side)
+        assert reply.status_code == 200
+        await chat.until_answer({})
+    assert run.model.record.reflected is None
