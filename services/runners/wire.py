@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -334,18 +334,24 @@ def from_jsonl(text: str) -> list[WireMessage]:
     return [WireMessage(**json.loads(line)) for line in text.splitlines() if line]
 
 
-def checklists(messages: list[WireMessage], uri: str) -> dict[str | None, dict[str, int | None]]:
+def checklists(
+    messages: list[WireMessage], uri: str, same: Callable[[str], bool] | None = None
+) -> dict[str | None, dict[str, int | None]]:
     """:func:`checklist` of each session on the wire (by ``Mcp-Session-Id``; None holds
     the messages sent without one: initialize, and every 2026-07-28 request)."""
     sessions: dict[str | None, list[WireMessage]] = {}
     for message in messages:
         sessions.setdefault(message.session, []).append(message)
-    return {session: checklist(group, uri) for session, group in sessions.items()}
+    return {session: checklist(group, uri, same) for session, group in sessions.items()}
 
 
-def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
+def checklist(
+    messages: list[WireMessage], uri: str, same: Callable[[str], bool] | None = None
+) -> dict[str, int | None]:
     """The checkpoints the wire shows, each the time it first passed (or None): what a
     client was answered, not what it asked (a refused subscribe is not a subscribe).
+    ``same``: whether a URI is the watched resource (default: it is ``uri``; a template
+    scenario's: any resource of the template, as the lab scores it).
 
     Keys are those of :data:`services.evidence.scoring.CHECKPOINTS`.
     """
@@ -357,6 +363,10 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
     marks: dict[str, int | None] = dict.fromkeys(
         ("connected", "discovered", "read_initial", "subscribed", "notified", "re_read")
     )
+    ours = same or (lambda other: other == uri)
+
+    def watched(other: str | None) -> bool:
+        return other is not None and ours(other)
 
     def mark(name: str, at: int) -> None:
         marks[name] = marks[name] or at
@@ -366,20 +376,20 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
             # A listen is answered with a stream that stays open: its request, once
             # the lab answered it with 200 (over HTTP) or acknowledged it naming the
             # resource (over stdio, where nothing has a status), is the subscribe.
-            if message.method == protocol.LISTEN and message.uri == uri:
+            if message.method == protocol.LISTEN and watched(message.uri):
                 answered = any(
                     m.sender == LAB
                     and m.at_ms >= message.at_ms
                     and (
                         (m.exchange == message.exchange and m.status == 200)
-                        or (m.method == protocol.LISTEN_ACKNOWLEDGED and m.uri == uri)
+                        or (m.method == protocol.LISTEN_ACKNOWLEDGED and watched(m.uri))
                     )
                     for m in messages
                 )
                 if answered:
                     mark("subscribed", message.at_ms)
             continue
-        if message.method == protocol.UPDATED and message.uri == uri and marks["subscribed"]:
+        if message.method == protocol.UPDATED and watched(message.uri) and marks["subscribed"]:
             mark("notified", message.at_ms)
             continue
         asked = requests.get((message.exchange, message.id))
@@ -389,9 +399,9 @@ def checklist(messages: list[WireMessage], uri: str) -> dict[str, int | None]:
             mark("connected", message.at_ms)
         elif asked.method == protocol.LIST:
             mark("discovered", message.at_ms)
-        elif asked.method == protocol.SUBSCRIBE and asked.uri == uri:
+        elif asked.method == protocol.SUBSCRIBE and watched(asked.uri):
             mark("subscribed", message.at_ms)
-        elif asked.method == protocol.READ and asked.uri == uri:
+        elif asked.method == protocol.READ and watched(asked.uri):
             if marks["notified"] is None:
                 mark("read_initial", message.at_ms)
             elif (message.version or 0) >= 2:

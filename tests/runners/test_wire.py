@@ -147,3 +147,24 @@ def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) ->
     assert len({m.exchange for m in messages}) == 2
     marks = checklist(messages, URI)
     assert marks["discovered"] and marks["read_initial"], marks
+
+
+def test_in_a_template_scenario_any_resource_of_the_template_is_the_watched_one() -> None:
+    """The lab scores a template scenario on whichever resource of the template a client
+    uses (test://review/status is test://review/{id} too): the wire must agree."""
+    from services.scenarios import registry
+
+    template = registry.get("template")
+    wire = Wire()
+    wire.ask("initialize", result={"protocolVersion": "2025-11-25"})
+    wire.ask("resources/read", {"uri": URI}, read_result(V1))
+    wire.ask("resources/subscribe", {"uri": URI})
+    assert template.read_uri != URI
+    strict = checklist(wire.messages, template.read_uri)
+    assert strict["read_initial"] is None and strict["subscribed"] is None
+
+    def same(uri: str) -> bool:
+        return template.catalog.same_resource(uri, template.watched)
+
+    marks = checklist(wire.messages, template.read_uri, same)
+    assert marks["read_initial"] and marks["subscribed"], marks

@@ -232,7 +232,9 @@ def _wire(row: Row, outcome: Outcome, mine: list[scoring.ClientScore]) -> None:
     if not outcome.wire:
         return
     on_wire = {cp: False for cp in CHECKPOINT_BOXES}
-    for marks in wire.checklists(outcome.wire, outcome.plan.uri).values():
+    scenario = outcome.plan.scenario
+    same = lambda uri: scenario.catalog.same_resource(uri, scenario.watched)  # noqa: E731
+    for marks in wire.checklists(outcome.wire, outcome.plan.uri, same).values():
         for cp, at in marks.items():
             on_wire[cp] = on_wire[cp] or at is not None
     in_lab = {cp: False for cp in CHECKPOINT_BOXES}
