@@ -1,9 +1,9 @@
 """``mcp-lab``'s entry point (the console script and ``python -m services``).
 
 It imports nothing before it can catch a Ctrl-C: a SIGINT at any moment of any
-command, imports included, ends it with one line and exit code 130, not a traceback.
-``mcp-lab up`` stops its server and updater with SIGINT, and a child that is still
-importing then says one line too.
+command, its imports included, ends it with one line and exit code 130, not a
+traceback. (Python's own start, before this module runs, cannot catch one: ``mcp-lab
+up`` stops its children with SIGTERM for that reason.)
 """
 
 from __future__ import annotations

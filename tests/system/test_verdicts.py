@@ -208,7 +208,7 @@ async def test_every_handshake_version_is_logged_and_reported_as_negotiated(lab,
     table = await report_text(redis_url, "table")
     for version in HANDSHAKE_VERSIONS:
         assert f"## speaks-{version} 0.1\n\n- MCP connection: yes, {version} over" in markdown
-        assert f"({version}, streamable-http)" in table
+        assert f", {version}, streamable-http)" in table
     base = url.removesuffix("/mcp")
     with urllib.request.urlopen(f"{base}/api/report", timeout=BOUND) as reply:
         dashboard = json.load(reply)

@@ -416,7 +416,12 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
         help=f"per client the lab has run: what {PACKAGE} declares against what the lab "
         "observed (resources, subscribe, listChanged)",
     )
-    table.add_argument("--format", choices=["table", "json"], default="table")
+    table.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table: a line per client, declared/observed (default); json: each comparison",
+    )
     table.add_argument("--database-version", default=PIN, metavar="V", help=version_help)
     table.set_defaults(func=_cmd_declared)
 
