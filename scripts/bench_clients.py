@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services.runners.clients.install import cache_dir  # noqa: E402
-from services.runners.clients.pins import CLIENTS  # noqa: E402
-from services.scenarios import registry  # noqa: E402
+from mcp_lab.runners.clients.install import cache_dir  # noqa: E402
+from mcp_lab.runners.clients.pins import CLIENTS  # noqa: E402
+from mcp_lab.scenarios import registry  # noqa: E402
 
 OBSERVE_SECONDS = 6.0  # the runner's default --observe
 TARGET_RATIO, TARGET_SLACK = 1.5, 5.0
@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="keep the rows there")
     args = parser.parse_args()
-    command = [sys.executable, "-m", "services", "clients", "run", "--format", "json"]
+    command = [sys.executable, "-m", "mcp_lab", "clients", "run", "--format", "json"]
     command += [a for name in args.client for a in ("--client", name)]
     command += [a for name in args.scenario for a in ("--scenario", name)]
     command += ["--transport", args.transport] if args.transport else []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.process.embedded_redis import free_port, start_redis
+from mcp_lab.process.embedded_redis import free_port, start_redis
 from tests.support.lab import STATUS_URI, connect, start_server, start_updater
 
 

@@ -53,11 +53,11 @@ from pathlib import Path
 import httpx2
 import redis
 
-from services import contract, protocol, untrusted
+from mcp_lab import contract, protocol, untrusted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.process.embedded_redis import EmbeddedRedis, free_port, start_redis
+from mcp_lab.process.embedded_redis import EmbeddedRedis, free_port, start_redis
 from tests.support.lab import LabProcess, lab_env
 
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -73,12 +73,12 @@ def start(redis_url: str, port: int, nofile: int | None = None) -> LabProcess:
     """``mcp-lab server`` with the default settings (and --set) on ``port``, and an
     open-file limit when ``nofile`` is given."""
     env = lab_env(redis_url, port=str(port), **SETTINGS)
-    command = [sys.executable, "-m", "services", "server"]
+    command = [sys.executable, "-m", "mcp_lab", "server"]
     if nofile is not None:
         set_limit = (
             "import os, resource, sys; "
             f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
-            "os.execv(sys.executable, [sys.executable, '-m', 'services', 'server'])"
+            "os.execv(sys.executable, [sys.executable, '-m', 'mcp_lab', 'server'])"
         )
         command = [sys.executable, "-c", set_limit]
     proc = LabProcess(f"server:{port}", command, env)
@@ -412,7 +412,7 @@ async def subscription_flood(uris: int, delay: float, timeout: float) -> None:
     client = redis.Redis.from_url(embedded.url)
     port = free_port()
     env = lab_env(embedded.url, **settings)
-    updater = LabProcess("updater", [sys.executable, "-m", "services", "updater"], env)
+    updater = LabProcess("updater", [sys.executable, "-m", "mcp_lab", "updater"], env)
     updater.wait_for(r"\[updater\] ready", timeout=30)
     SETTINGS.update(settings)  # the server's (start) as the updater's
     server = start(embedded.url, port)
@@ -449,7 +449,7 @@ _WIDE = "\U0001f600"
 def widest_events(count: int, per_session: int) -> list[dict[str, str]]:
     """``count`` evidence entries as the recorder writes them (``contract.Event.fields``),
     each as large as a client can make one: an unknown method and a URI at their limits
-    (services/untrusted.py), from a client whose name and version are at theirs; the
+    (services/mcp_lab/untrusted.py), from a client whose name and version are at theirs; the
     error the server answers such a request with. ``per_session`` to a session."""
     started = int(time.time() * 1000) - count
     client = untrusted.cut(_WIDE * 1000, untrusted.CLIENT_NAME_CHARS)

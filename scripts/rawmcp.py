@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from services import protocol
+from mcp_lab import protocol
 
 PROTOCOL = "2025-11-25"
 STATUS_URI = "test://review/status"

@@ -72,7 +72,7 @@ def serve() -> None:
         os.replace(path + ".part", path)
 
     signal.signal(signal.SIGUSR1, on_signal)
-    from services.cli.main import main
+    from mcp_lab.cli.main import main
 
     main(["server"])
 
@@ -80,8 +80,8 @@ def serve() -> None:
 def _where(filename: str) -> str:
     if "site-packages/" in filename:
         return filename.split("site-packages/", 1)[1]
-    if "/services/" in filename:
-        return "services/" + filename.split("/services/", 1)[1]
+    if "/services/mcp_lab/" in filename:
+        return "services/mcp_lab/" + filename.split("/services/mcp_lab/", 1)[1]
     return re.sub(r".*/lib/python3\.\d+/", "", filename)
 
 
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=10, help="subscribes at a time")
     args = parser.parse_args()
-    from services.process.embedded_redis import start_redis
+    from mcp_lab.process.embedded_redis import start_redis
 
     redis_server = start_redis()
     args.redis_url = redis_server.url

@@ -27,7 +27,7 @@ import pytest
 import redis
 
 import tests.support.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
-from services.process.embedded_redis import RedisNotFound, free_port, start_redis
+from mcp_lab.process.embedded_redis import RedisNotFound, free_port, start_redis
 from tests.support import browser as chromium
 from tests.support import lab as lab_helpers
 from tests.support import reaper
@@ -106,7 +106,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def _history_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
     """``mcp-lab clients run`` and ``mcp-lab bridges run`` keep every row in the user's
-    history (services/runners/history_store.py): the rows of the tests' runs, and of the commands
+    history (mcp_lab.runners.history_store): the rows of the tests' runs, and of the commands
     they start (their environment has ``MCP_LAB_HISTORY``), go to a file of the test
     run's own instead."""
     kept = tmp_path_factory.mktemp("history") / "history.sqlite3"

@@ -2,7 +2,7 @@
 
 The server (its ASGI app under uvicorn in this event loop, on a loopback port)
 and the updater (a task in the same loop) are built with a catalog that holds
-the lab's resource and one more; nothing under ``services/`` names the second.
+the lab's resource and one more; nothing under ``services/mcp_lab/`` names the second.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import anyio
 import pytest
 import uvicorn
 
-from services import state
-from services.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
-from services.process.embedded_redis import free_port
-from services.server.app import http_app
-from services.settings import LabSettings
-from services.updater import Updater
+from mcp_lab import state
+from mcp_lab.catalog import LAB_CATALOG, REVIEW_STATUS, Catalog, ResourceSpec
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.server.app import http_app
+from mcp_lab.settings import LabSettings
+from mcp_lab.updater import Updater
 from tests.support.lab import connect
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services import contract
-from services.catalog import LAB_CATALOG, REVIEW_STATUS, VERSION_PLACEHOLDER
+from mcp_lab import contract
+from mcp_lab.catalog import LAB_CATALOG, REVIEW_STATUS, VERSION_PLACEHOLDER
 
 
 def test_initial_text_is_the_seed_text() -> None:

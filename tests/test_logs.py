@@ -1,4 +1,4 @@
-"""Event lines (services/logs.py): many logged at once read exactly as one by one."""
+"""Event lines (services/mcp_lab/logs.py): many logged at once read exactly as one by one."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from services import logs
-from services.contract import Peer
+from mcp_lab import logs
+from mcp_lab.contract import Peer
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.sse import frame
+from mcp_lab.sse import frame
 
 
 def test_a_message_event_is_framed_as_the_sdk_frames_it() -> None:

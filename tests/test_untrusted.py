@@ -1,4 +1,4 @@
-"""Client-chosen values (services/untrusted.py): cut to their limits, escaped where they
+"""Client-chosen values (services/mcp_lab/untrusted.py): cut to their limits, escaped where they
 are shown (log lines, the table and markdown reports), unambiguous where they are keys."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import logging
 
-from services import untrusted
-from services.contract import Event
-from services.evidence import report, scoring
-from services.evidence.build import Report
-from services.logs import setup_logging
-from services.scenarios import registry
-from services.server.peers import modern_key
+from mcp_lab import untrusted
+from mcp_lab.contract import Event
+from mcp_lab.evidence import report, scoring
+from mcp_lab.evidence.build import Report
+from mcp_lab.logs import setup_logging
+from mcp_lab.scenarios import registry
+from mcp_lab.server.peers import modern_key
 
 FORGED = "evil\n[resources/subscribe] uri=test://review/status session=x client=claude-code/1.2.3"
 
@@ -99,7 +99,7 @@ def test_every_log_line_is_one_line(capsys) -> None:
 
 
 def test_the_clients_matrix_in_markdown_keeps_a_clients_words_in_their_cell() -> None:
-    from services.runners.clients.matrix import Row, to_markdown
+    from mcp_lab.runners.clients.matrix import Row, to_markdown
 
     row = Row("x", "1", "single", "no tool", notes=[f"sent clientInfo {FORGED} <b>x</b> | y"])
     lines = to_markdown([row]).splitlines()

@@ -119,7 +119,7 @@ def main() -> None:
         peer = Peer(args.peer.resolve(), args.peer_node)
         peer.check()
     args.peer = peer
-    from services.process.embedded_redis import start_redis
+    from mcp_lab.process.embedded_redis import start_redis
 
     code = args.code.resolve()
     hidden = f"  without: {','.join(HIDDEN)}" if HIDDEN else ""

@@ -41,7 +41,7 @@ def cold_start(code: Path, peer: Peer | None = None) -> tuple[float, float, floa
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_hiding_path(), env.get("PYTHONPATH")]))
     started = time.perf_counter()
     lab = Proc(
-        "up", [sys.executable, "-m", "services", "up", "--redis-port", str(redis_port)], code, env
+        "up", [sys.executable, "-m", "mcp_lab", "up", "--redis-port", str(redis_port)], code, env
     )
     try:
         asyncio.run(first_initialize(port))

@@ -88,7 +88,7 @@ def lab_env(redis_url: str, **settings: str) -> dict[str, str]:
 
 
 def free_port() -> int:
-    from services.process.embedded_redis import free_port as free
+    from mcp_lab.process.embedded_redis import free_port as free
 
     return free()
 
@@ -97,7 +97,7 @@ def start_lab(code: Path, redis_url: str, port: int, updater: bool, **settings: 
     """Server (and updater) of the lab in ``code``, ready to serve."""
     env = lab_env(redis_url, port=str(port), **settings)
     env["MCP_TEST_LOG_LEVEL"] = "INFO"  # the ready lines are INFO
-    python = [sys.executable, "-m", "services"]
+    python = [sys.executable, "-m", "mcp_lab"]
     server = Proc("server", [*python, "server"], code, env)
     procs = [server]
     try:

@@ -30,7 +30,7 @@ from bench.fanout import fanout
 from bench.procs import free_port
 from bench.storm import storm
 from bench.table import pct
-from services import contract
+from mcp_lab import contract
 
 ADDRESS_FORMAT = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
 

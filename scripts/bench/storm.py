@@ -13,7 +13,7 @@ from rawmcp import STATUS_URI, RawClient
 
 from bench.procs import cpu_seconds
 from bench.sessions import setup_sessions, subscribe_all
-from services.process.writer import BATCH_TIMEOUT_SECONDS
+from mcp_lab.process.writer import BATCH_TIMEOUT_SECONDS
 
 EVENTS_STREAM = "mcp:events"
 SUBSCRIBERS_KEY = f"mcp:subscribers:{STATUS_URI}"
@@ -79,7 +79,7 @@ _EXPECTED = (
 
 # How long ``mcp:events`` may take no entry, with records still missing, before
 # they count as missing: longer than one batch of the server's writer may take
-# (services.process.writer.BATCH_TIMEOUT_SECONDS). By then every write it had begun is in
+# (mcp_lab.process.writer.BATCH_TIMEOUT_SECONDS). By then every write it had begun is in
 # the stream or failed, and a failed one is counted by the lab in mcp:events:lost.
 SETTLE_SECONDS = BATCH_TIMEOUT_SECONDS + 2
 # Bound of the whole wait for records.
@@ -128,7 +128,7 @@ async def missing_evidence(
 async def counted_lost(redis: Any) -> int:
     """Evidence records the lab counted as lost (``mcp:events:lost``; the lab adds
     a count there once Redis takes its next write)."""
-    from services.evidence.reader import lost_between
+    from mcp_lab.evidence.reader import lost_between
 
     return await lost_between(redis, None, None)
 

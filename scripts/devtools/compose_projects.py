@@ -26,7 +26,7 @@ import subprocess
 import uuid
 from collections.abc import Iterable
 
-from services.cli.runtime import process_exists
+from mcp_lab.cli.runtime import process_exists
 
 _NAME = re.compile(r"^mcp-lab-[a-z]+-(?P<pid>\d+)-[0-9a-f]{8}$")
 _TIMEOUT_SECONDS = 180

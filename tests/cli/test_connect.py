@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import connect
+from mcp_lab.cli import connect
 
 URL = "http://127.0.0.1:18089/mcp"
 

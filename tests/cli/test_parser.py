@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.cli import connect
-from services.cli.main import build_parser
-from services.runners.clients import configs, drivers
-from services.runners.clients.pins import CLIENTS
+from mcp_lab.cli import connect
+from mcp_lab.cli.main import build_parser
+from mcp_lab.runners.clients import configs, drivers
+from mcp_lab.runners.clients.pins import CLIENTS
 
 URL = "http://127.0.0.1:18089/mcp"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.cli.served_report import to_table
+from mcp_lab.cli.served_report import to_table
 
 
 def test_the_reports_own_notes_come_before_the_clients() -> None:

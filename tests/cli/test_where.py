@@ -1,4 +1,4 @@
-"""services/cli/where.py in process: which lab a command speaks of, from the
+"""services/mcp_lab/cli/where.py in process: which lab a command speaks of, from the
 environment and a runtime file of a running ``mcp-lab up`` (this test's own process
 stands for that up: it is alive, as the up would be). Nothing answers on the ports
 used here (free ones), so only the choice and its words are tested; tests/system/
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import where
-from services.cli.runtime import Proc, UpRecord, write_record
-from services.process.embedded_redis import free_port
-from services.settings import LabSettings
+from mcp_lab.cli import where
+from mcp_lab.cli.runtime import Proc, UpRecord, write_record
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.settings import LabSettings
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.settings import LabSettings, env_name
+from mcp_lab.settings import LabSettings, env_name
 from tests.support.lab import ROOT
 
 # Settings the containers fix on purpose, with the value they must have.

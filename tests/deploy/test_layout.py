@@ -1,6 +1,6 @@
-"""The house's rules, checked on the code as it is: services/ has at most 10 top-level
+"""The house's rules, checked on the code as it is: services/mcp_lab/ has at most 10 top-level
 modules, nothing in the runners' wing imports the command line, the server wing
-imports no runner, and neither services/ nor scripts/ has an import cycle."""
+imports no runner, and neither services/mcp_lab/ nor scripts/ has an import cycle."""
 
 from __future__ import annotations
 
@@ -66,24 +66,25 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_services_top_level_has_at_most_ten_modules() -> None:
-    top = [p.stem for p in (ROOT / "services").glob("*.py")]
+    top = [p.stem for p in (ROOT / "services" / "mcp_lab").glob("*.py")]
     top = [name for name in top if name not in ("__init__", "__main__")]
     assert len(top) <= 10, sorted(top)
 
 
 def test_the_runners_never_import_the_command_line_nor_the_server_a_runner() -> None:
-    graph = imports(ROOT / "services", "services")
-    runners = {m: deps for m, deps in graph.items() if m.startswith("services.runners")}
-    assert not [(m, d) for m, deps in runners.items() for d in deps if d.startswith("services.cli")]
-    server = {m: deps for m, deps in graph.items() if m.startswith("services.server")}
+    graph = imports(ROOT / "services" / "mcp_lab", "mcp_lab")
+    runners = {m: deps for m, deps in graph.items() if m.startswith("mcp_lab.runners")}
+    assert not [(m, d) for m, deps in runners.items() for d in deps if d.startswith("mcp_lab.cli")]
+    server = {m: deps for m, deps in graph.items() if m.startswith("mcp_lab.server")}
     assert not [(m, d) for m, deps in server.items() for d in deps
-                if d.startswith(("services.runners", "services.cli"))]  # fmt: skip
+                if d.startswith(("mcp_lab.runners", "mcp_lab.cli"))]  # fmt: skip
 
 
 def test_no_import_cycle_in_services_or_scripts() -> None:
-    services, scripts = imports(ROOT / "services", "services"), imports(ROOT / "scripts", "")
+    services = imports(ROOT / "services" / "mcp_lab", "mcp_lab")
+    scripts = imports(ROOT / "scripts", "")
     assert cycles(services) == [] and cycles(scripts) == []
     # the graphs are read, not empty: a cycle would show
-    assert "services.contract" in services["services.evidence.recorder"]
+    assert "mcp_lab.contract" in services["mcp_lab.evidence.recorder"]
     assert "bench.procs" in scripts["bench.storm"]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]

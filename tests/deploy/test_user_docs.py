@@ -188,7 +188,7 @@ def test_every_file_of_the_lab_a_page_of_figures_names_exists(doc: Path) -> None
 
 def exists(name: str) -> bool:
     """Whether ``name`` (a path, a glob, or a module's path with an attribute:
-    ``services/state.connect``) names a file or folder of the lab."""
+    ``services/mcp_lab/state.connect``) names a file or folder of the lab."""
     if "*" in name:
         return any(ROOT.glob(name))
     module = name.split(".")[0]

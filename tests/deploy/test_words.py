@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.scenarios import registry
+from mcp_lab.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 # Maintainers' notes (docs/dev/) may name the project's history; a user doc does not.

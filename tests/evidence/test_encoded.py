@@ -1,4 +1,4 @@
-"""A report encoded once (services/evidence/encoded.py): the JSON ``JSONResponse``
+"""A report encoded once (services/mcp_lab/evidence/encoded.py): the JSON ``JSONResponse``
 would write, framed as one server-sent event, each session found by its label."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 from starlette.responses import JSONResponse
 
-from services.evidence.encoded import encode
+from mcp_lab.evidence.encoded import encode
 
 WIDE = "\U0001f600"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from services import contract, protocol, state
-from services.evidence import build, reader, report
+from mcp_lab import contract, protocol, state
+from mcp_lab.evidence import build, reader, report
 from tests.support.inproc import api_report, client_entry
 from tests.support.lab import STATUS_URI, RawSession, connect
 
@@ -153,7 +153,7 @@ async def test_a_run_is_scored_in_the_scenario_it_was_played_under(inproc, redis
         # The next `up` plays single: its server says so in mcp:scenario ...
         await redis.set(contract.SCENARIO_KEY, "single")
         assert (await build.build(redis, run=run_id)).scenario.name == "repeated"
-        # ... and, as it starts (services/server/run.py), begins a run of its own.
+        # ... and, as it starts (services/mcp_lab/server/run.py), begins a run of its own.
         began = await reader.play_scenario(redis, "single")
         assert began is not None and began[1] == "repeated"
         current = await build.build(redis)

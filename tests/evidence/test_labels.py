@@ -1,4 +1,4 @@
-"""One name per session in every view (services/evidence/labels.py): the dashboard's
+"""One name per session in every view (services/mcp_lab/evidence/labels.py): the dashboard's
 ``/api/report``, its downloads, ``mcp-lab report`` in each format and the server's log
 line of the session's start all name a session by the one label the lab's secret (kept
 in Redis) gives it; the terminal report and its JSON keep the id beside it."""
@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from services import contract, state
-from services.evidence import build, html_report, report
-from services.evidence.labels import lab_labels
+from mcp_lab import contract, state
+from mcp_lab.evidence import build, html_report, report
+from mcp_lab.evidence.labels import lab_labels
 from tests.support.http_calls import aget
 from tests.support.inproc import api_report, client_entry
 from tests.support.lab import amcp_lab, connect, lab_env
@@ -58,7 +58,7 @@ async def test_a_session_has_one_label_on_the_dashboard_in_its_exports_and_in_th
     for page in (await _exported_html(url), await _exported_html(url)):
         assert f'data-session="{label}"' in page and session_id not in page
 
-    # What `mcp-lab report` renders (services/cli/main.py: build, then the lab's labels).
+    # What `mcp-lab report` renders (services/mcp_lab/cli/main.py: build, then the lab's labels).
     redis = state.connect(redis_url)
     try:
         made = await build.build(redis)

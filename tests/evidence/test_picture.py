@@ -1,4 +1,4 @@
-"""A session's picture (services/evidence/picture.py) read as data: its SVG parsed as XML,
+"""A session's picture (services/mcp_lab/evidence/picture.py) read as data: its SVG parsed as XML,
 its mermaid diagram as text, and the HTML report that holds the pictures checked for
 anything it would load. ``tests/system/test_picture_page.py`` shows the same in Chromium."""
 
@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
-from services.evidence import html_report, picture, report
+from mcp_lab.evidence import html_report, picture, report
 from tests.support.pictures import HOSTILE_NAME, SESSION, URI, known_report
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from services import contract, state
-from services.evidence import reader
+from mcp_lab import contract, state
+from mcp_lab.evidence import reader
 
 pytestmark = pytest.mark.anyio
 

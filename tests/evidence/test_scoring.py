@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from services.catalog import REVIEW_STATUS
-from services.contract import Event
-from services.evidence.build import Report
-from services.evidence.report import levels_json, to_json, to_markdown, to_table
-from services.evidence.scoring import (
+from mcp_lab.catalog import REVIEW_STATUS
+from mcp_lab.contract import Event
+from mcp_lab.evidence.build import Report
+from mcp_lab.evidence.report import levels_json, to_json, to_markdown, to_table
+from mcp_lab.evidence.scoring import (
     CHECKPOINTS,
     LEVEL_NAMES,
     score_clients,
     score_session,
     score_window,
 )
-from services.scenarios import registry
+from mcp_lab.scenarios import registry
 from tests.support.lab import ROOT
 
 STATUS_URI = REVIEW_STATUS.uri

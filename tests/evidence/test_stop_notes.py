@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.catalog import REVIEW_STATUS
-from services.contract import REASON_UNADVERTISED, Event
-from services.evidence.scoring import score_session
+from mcp_lab.catalog import REVIEW_STATUS
+from mcp_lab.contract import REASON_UNADVERTISED, Event
+from mcp_lab.evidence.scoring import score_session
 
 STATUS_URI = REVIEW_STATUS.uri
 UPDATED = "notifications/resources/updated"

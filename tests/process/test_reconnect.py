@@ -9,7 +9,7 @@ import anyio
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services.process.reconnect import keep_running
+from mcp_lab.process.reconnect import keep_running
 
 pytestmark = pytest.mark.anyio
 

@@ -9,10 +9,10 @@ import signal
 import pytest
 from redis.exceptions import ResponseError
 
-from services import state
-from services.process import writer as writer_module
-from services.process.embedded_redis import start_redis
-from services.process.writer import BatchWriter
+from mcp_lab import state
+from mcp_lab.process import writer as writer_module
+from mcp_lab.process.embedded_redis import start_redis
+from mcp_lab.process.writer import BatchWriter
 
 pytestmark = pytest.mark.anyio
 

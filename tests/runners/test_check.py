@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
-from services.runners.check import BELOW, PASSED, Verdict, exit_code, to_json, to_junit, to_table
-from services.runners.clients.matrix import Check, Row
+from mcp_lab.runners.check import BELOW, PASSED, Verdict, exit_code, to_json, to_junit, to_table
+from mcp_lab.runners.clients.matrix import Check, Row
 from tests.support.lab import ROOT
 
 DONE = ["connected", "listed", "read", "subscribed", "notified", "re_read"]

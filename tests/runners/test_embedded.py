@@ -1,4 +1,4 @@
-"""Servers embedded in the clients and bridges runners (services/runners/embedded.py)."""
+"""Servers embedded in the clients and bridges runners (services/mcp_lab/runners/embedded.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from services.runners import embedded
+from mcp_lab.runners import embedded
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""services.runners.install: what the runners install from the registries."""
+"""mcp_lab.runners.install: what the runners install from the registries."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.install import npm_install, pypi_latest
+from mcp_lab.runners.install import npm_install, pypi_latest
 from tests.support.ci import IN_CI
 
 

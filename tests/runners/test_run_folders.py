@@ -1,5 +1,5 @@
 """Each ``clients run``, ``clients sweep`` and ``bridges run`` keeps its runs' files in
-a folder of its own (services/runners/run_folders.py): invocations side by side never
+a folder of its own (services/mcp_lab/runners/run_folders.py): invocations side by side never
 share one, a history row's folders hold that run's files for good, and the cache keeps
 only the newest invocations, never removing one still going.
 
@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.runners import run_folders
-from services.runners.run_folders import KEPT_INVOCATIONS, RUNNING, invocation, invocations
+from mcp_lab.runners import run_folders
+from mcp_lab.runners.run_folders import KEPT_INVOCATIONS, RUNNING, invocation, invocations
 from tests.support.lab import ROOT
 
 HOLD_TIMEOUT = 30.0  # seconds a helper process may take to start or to end
@@ -37,7 +37,7 @@ class Holder:
     def __init__(self, runs: Path) -> None:
         code = (
             "import sys; from pathlib import Path\n"
-            "from services.runners.run_folders import invocation\n"
+            "from mcp_lab.runners.run_folders import invocation\n"
             f"with invocation(Path({str(runs)!r})) as folder:\n"
             "    (folder / 'a-run').mkdir()\n"
             "    print(folder, flush=True)\n"

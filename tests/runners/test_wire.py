@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from services.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
+from mcp_lab.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
 
 URI = "test://review/status"
 V1 = "status: pending\nversion: 1\nmessage: x"
@@ -129,7 +129,7 @@ def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) ->
     import subprocess
     import sys
 
-    from services.runners.wire import from_jsonl
+    from mcp_lab.runners.wire import from_jsonl
 
     server = ("import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n"
               "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': "
@@ -139,7 +139,7 @@ def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) ->
     for method, params in (("resources/list", {}), ("resources/read", {"uri": URI})):
         ask = {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
         subprocess.run(
-            [sys.executable, "-m", "services.runners.stdio_tap", "--out", str(out), "--",
+            [sys.executable, "-m", "mcp_lab.runners.stdio_tap", "--out", str(out), "--",
              sys.executable, "-c", server],
             input=json.dumps(ask) + "\n", text=True, capture_output=True, timeout=60, check=True,
         )  # fmt: skip
@@ -152,7 +152,7 @@ def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) ->
 def test_in_a_template_scenario_any_resource_of_the_template_is_the_watched_one() -> None:
     """The lab scores a template scenario on whichever resource of the template a client
     uses (test://review/status is test://review/{id} too): the wire must agree."""
-    from services.scenarios import registry
+    from mcp_lab.scenarios import registry
 
     template = registry.get("template")
     wire = Wire()

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from services import state
-from services.catalog import Catalog, ResourceSpec
-from services.contract import Event
-from services.evidence import build
-from services.runners.probe import Probe
-from services.scenarios import checks, registry
-from services.scenarios.scenario import Action, Check, Scenario
+from mcp_lab import state
+from mcp_lab.catalog import Catalog, ResourceSpec
+from mcp_lab.contract import Event
+from mcp_lab.evidence import build
+from mcp_lab.runners.probe import Probe
+from mcp_lab.scenarios import checks, registry
+from mcp_lab.scenarios.scenario import Action, Check, Scenario
 from tests.support.inproc import http_client
 
 BUILD = ResourceSpec(

@@ -1,4 +1,4 @@
-"""The lab's one ASGI layer (services/server/asgi.py): which requests it hands to the
+"""The lab's one ASGI layer (services/mcp_lab/server/asgi.py): which requests it hands to the
 app untouched, and which go through a concern first. What each concern does is
 tested where it matters (test_security, test_lifecycle, test_resume*, test_evidence*)."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from services.server.asgi import FrontDoor
-from services.server.guard import Security
-from services.server.lifecycle import SessionCap
-from services.server.resume.get_streams import StreamLog, plain
-from services.server.sessions import SessionRegistry
-from services.settings import LabSettings
+from mcp_lab.server.asgi import FrontDoor
+from mcp_lab.server.guard import Security
+from mcp_lab.server.lifecycle import SessionCap
+from mcp_lab.server.resume.get_streams import StreamLog, plain
+from mcp_lab.server.sessions import SessionRegistry
+from mcp_lab.settings import LabSettings
 
 pytestmark = pytest.mark.anyio
 

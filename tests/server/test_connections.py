@@ -1,4 +1,4 @@
-"""The server's connections on a real socket (services/server/connections.py): uvicorn in
+"""The server's connections on a real socket (services/mcp_lab/server/connections.py): uvicorn in
 the test's event loop with the lab's protocol class, serving an in-process lab (its
 guarded app, on the test's Redis), and clients speaking over loopback.
 
@@ -20,7 +20,7 @@ import h11
 import pytest
 import uvicorn
 
-from services.server.connections import ConnectionGuard, protocol_class
+from mcp_lab.server.connections import ConnectionGuard, protocol_class
 from tests.support.inproc import InProcServer, _in_context
 from tests.support.lab import STATUS_URI
 
@@ -33,7 +33,7 @@ LONG = 60.0  # head and body deadlines long enough that only the cap can free a 
 @asynccontextmanager
 async def served(server: InProcServer, cap: int) -> AsyncIterator[uvicorn.Server]:
     """``server``'s app on its port, under a connection cap of ``cap`` (as
-    ``services.server.run`` serves it, without the lifespan the in-process lab runs)."""
+    ``mcp_lab.server.run`` serves it, without the lifespan the in-process lab runs)."""
     config = uvicorn.Config(
         server.app,
         host="127.0.0.1",

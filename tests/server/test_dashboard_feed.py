@@ -1,4 +1,4 @@
-"""The dashboard's feed (services/server/dashboard_feed.py): one encoded report per
+"""The dashboard's feed (services/mcp_lab/server/dashboard_feed.py): one encoded report per
 build, shared by every viewer and by ``/api/report``, sent in slices; a viewer that
 does not read holds a slice or two in the server, never the report; one that falls two
 builds behind is closed; the feed lets the report go when the last viewer leaves; a
@@ -30,11 +30,11 @@ import pytest
 import uvicorn
 from starlette.types import ASGIApp, Message
 
-from services import contract, protocol, state
-from services.evidence import worker
-from services.evidence.encoded import Encoded
-from services.evidence.labels import SessionLabels
-from services.server.dashboard_feed import LOCAL_EVENTS, SLICE_BYTES
+from mcp_lab import contract, protocol, state
+from mcp_lab.evidence import worker
+from mcp_lab.evidence.encoded import Encoded
+from mcp_lab.evidence.labels import SessionLabels
+from mcp_lab.server.dashboard_feed import LOCAL_EVENTS, SLICE_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -332,7 +332,7 @@ def workers_of(pid: int) -> list[int]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            if b"services.evidence.worker" not in cmdline.read_bytes():
+            if b"mcp_lab.evidence.worker" not in cmdline.read_bytes():
                 continue
             stat = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()
             if int(stat[1]) == pid:

@@ -1,4 +1,4 @@
-"""The dashboard's downloads, pictures and matrix (services/server/exports.py) on an
+"""The dashboard's downloads, pictures and matrix (services/mcp_lab/server/exports.py) on an
 in-process lab after a real client's flow, and who may fetch them: the same as
 ``/api/report`` (the bearer token, or the dashboard page's cookie; never ``?token=``)."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.bridges import history as bridges_history
-from services.runners.bridges.verdict import DROPPED, PASSED
-from services.runners.bridges.verdict import Cell as BridgeCell
-from services.runners.bridges.verdict import Row as BridgeRow
-from services.runners.clients import history
-from services.runners.clients.matrix import Check, Row
-from services.runners.history_store import HISTORY_ENV
+from mcp_lab.runners.bridges import history as bridges_history
+from mcp_lab.runners.bridges.verdict import DROPPED, PASSED
+from mcp_lab.runners.bridges.verdict import Cell as BridgeCell
+from mcp_lab.runners.bridges.verdict import Row as BridgeRow
+from mcp_lab.runners.clients import history
+from mcp_lab.runners.clients.matrix import Check, Row
+from mcp_lab.runners.history_store import HISTORY_ENV
 from tests.support.http_calls import aget
 from tests.support.lab import STATUS_URI, connect
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.server.fair_queue import FairQueue
+from mcp_lab.server.fair_queue import FairQueue
 
 
 def test_a_round_takes_one_item_of_each_owner_in_the_order_they_came() -> None:

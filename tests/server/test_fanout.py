@@ -1,4 +1,4 @@
-"""One publish to many sessions (the relay's fan-out, services/server/relay.py) on an
+"""One publish to many sessions (the relay's fan-out, services/mcp_lab/server/relay.py) on an
 in-process server: every session notified once, on its GET stream, with an event id
 it can resume from; one evidence record per session with the right delivered flag;
 the version read once per publish, not once per session."""
@@ -11,10 +11,10 @@ import anyio
 import mcp_types
 import pytest
 
-from services import contract
-from services.catalog import REVIEW_STATUS
-from services.server import mcp_adapter
-from services.server.resume.eventstore import entry_of
+from mcp_lab import contract
+from mcp_lab.catalog import REVIEW_STATUS
+from mcp_lab.server import mcp_adapter
+from mcp_lab.server.resume.eventstore import entry_of
 from tests.support.sse import (
     CHANNEL,
     SseStream,

@@ -1,4 +1,4 @@
-"""The lab's writer of a session's standalone GET stream (services/server/get_writer.py,
+"""The lab's writer of a session's standalone GET stream (services/mcp_lab/server/get_writer.py,
 wired into each transport by mcp_adapter.write_get_streams): what it sends, and
 each way a stream ends (the session ends, the client leaves, the server stops)."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from services import sse
-from services.catalog import REVIEW_STATUS
-from services.server import get_writer
+from mcp_lab import sse
+from mcp_lab.catalog import REVIEW_STATUS
+from mcp_lab.server import get_writer
 from tests.support.inproc import http_client
 from tests.support.sse import (
     CHANNEL,

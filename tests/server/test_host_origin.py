@@ -1,5 +1,5 @@
 """Host and Origin name what the lab serves: its host and its port, and for Origin its
-scheme (services/server/host_origin.py). The rules alone, with the address and port
+scheme (services/mcp_lab/server/host_origin.py). The rules alone, with the address and port
 a connection came in on as uvicorn gives them (``scope["server"]``); the guard that
 answers 421/403/400 is tested through the app in tests/server/test_security.py."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.server.host_origin import HostOrigin
+from mcp_lab.server.host_origin import HostOrigin
 
 ON_LOOPBACK = ("127.0.0.1", 8089)
 IN_A_CONTAINER = ("172.18.0.3", 8089)  # reached through a published port, e.g. 18089

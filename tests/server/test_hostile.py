@@ -25,13 +25,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
-from services import protocol
-from services.contract import Peer
-from services.server.asgi import FrontDoor
-from services.server.guard import BodyGate, Security
-from services.server.lifecycle import SessionCap
-from services.server.resume.get_streams import StreamLog, plain
-from services.server.sessions import SessionRegistry, Subscriber
+from mcp_lab import protocol
+from mcp_lab.contract import Peer
+from mcp_lab.server.asgi import FrontDoor
+from mcp_lab.server.guard import BodyGate, Security
+from mcp_lab.server.lifecycle import SessionCap
+from mcp_lab.server.resume.get_streams import StreamLog, plain
+from mcp_lab.server.sessions import SessionRegistry, Subscriber
 from tests.support.inproc import http_client
 from tests.support.lab import STATUS_URI, RawSession, connect
 

@@ -1,4 +1,4 @@
-"""The front door's requests in flight (services/server/inflight.py): how many are
+"""The front door's requests in flight (services/mcp_lab/server/inflight.py): how many are
 handled at once, and what never waits. The app behind it is a plain ASGI callable
 that holds each request until the test lets it go."""
 
@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
-from services import protocol
-from services.server.inflight import InFlightIds
+from mcp_lab import protocol
+from mcp_lab.server.inflight import InFlightIds
 
 pytestmark = pytest.mark.anyio
 

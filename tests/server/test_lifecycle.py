@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.contract import Event
-from services.evidence.scoring import score_session
+from mcp_lab.contract import Event
+from mcp_lab.evidence.scoring import score_session
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Who is behind a message (services/server/peers.py): a 2026-07-28 notification names no
+"""Who is behind a message (services/mcp_lab/server/peers.py): a 2026-07-28 notification names no
 client; over stdio it is the connection's one client."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any, cast
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 
-from services import protocol
-from services.contract import Peer, Transport
-from services.server import peers
+from mcp_lab import protocol
+from mcp_lab.contract import Peer, Transport
+from mcp_lab.server import peers
 
 COPILOT = {"name": "copilot", "version": "1.0.102"}
 

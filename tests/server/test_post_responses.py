@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from services import contract, protocol
+from mcp_lab import contract, protocol
 from tests.support.inproc import api_report, client_entry, http_client
 from tests.support.lab import (
     STATUS_URI,

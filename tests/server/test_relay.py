@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from services import state
-from services.evidence import build, report
-from services.process.embedded_redis import redis_binary
+from mcp_lab import state
+from mcp_lab.evidence import build, report
+from mcp_lab.process.embedded_redis import redis_binary
 from tests.support.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio

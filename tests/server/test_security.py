@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
-from services import protocol
-from services.server.asgi import FrontDoor
-from services.server.guard import BodyGate, Security
-from services.server.lifecycle import SessionCap
-from services.server.resume.get_streams import StreamLog, plain
-from services.server.sessions import SessionRegistry
+from mcp_lab import protocol
+from mcp_lab.server.asgi import FrontDoor
+from mcp_lab.server.guard import BodyGate, Security
+from mcp_lab.server.lifecycle import SessionCap
+from mcp_lab.server.resume.get_streams import StreamLog, plain
+from mcp_lab.server.sessions import SessionRegistry
 from tests.support.http_calls import HEADERS, aget, apost, client_of
 from tests.support.lab import STATUS_URI, RawSession, connect, version_of
 

@@ -1,4 +1,4 @@
-"""The server's service (services/server/service.py): the limit of subscriptions per
+"""The server's service (services/mcp_lab/server/service.py): the limit of subscriptions per
 session, and an ended session's states gone from Redis (in-process servers and
 updaters, tests/support/inproc.py; real Redis, real SDK clients)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from services import contract, state
-from services.evidence import build, report
+from mcp_lab import contract, state
+from mcp_lab.evidence import build, report
 from tests.support.lab import STATUS_URI, connect
 
 pytestmark = pytest.mark.anyio

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.contract import Peer
-from services.server.sessions import SessionRegistry, Subscriber
+from mcp_lab.contract import Peer
+from mcp_lab.server.sessions import SessionRegistry, Subscriber
 
 URI = "test://review/status"
 

@@ -1,10 +1,10 @@
 """The server leaves FastMCP's own spans out unless FASTMCP_TELEMETRY_MODE chose a mode
-(services/server/run.py, ``no_fastmcp_spans``; docs/performance.md)."""
+(services/mcp_lab/server/run.py, ``no_fastmcp_spans``; docs/performance.md)."""
 
 import fastmcp
 from fastmcp.settings import Settings
 
-from services.server.run import no_fastmcp_spans
+from mcp_lab.server.run import no_fastmcp_spans
 
 
 def test_no_spans_by_default(monkeypatch):

@@ -9,8 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from services.runners.bridges.specs import HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
-from services.runners.clients.definition import ClientDef, parse
+from mcp_lab.runners.bridges.specs import HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
+from mcp_lab.runners.clients.definition import ClientDef, parse
 
 HERE = Path(__file__).resolve().parent
 FAKE_AGENT = HERE / "fake_agent.py"  # a small agent CLI (the SDK and the scripted model)

@@ -26,8 +26,8 @@ import httpx2
 import pytest
 import redis
 
-from services import contract
-from services.process.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
+from mcp_lab import contract
+from mcp_lab.process.embedded_redis import EmbeddedRedis, RedisNotFound, free_port, start_redis
 from tests.support.lab import STATUS_URI, LabClient, LabProcess, connect, lab_env
 
 FAULT_LOG_ENV = "MCP_LAB_FAULT_LOG"
@@ -150,7 +150,7 @@ class Rig:
     def _start(self, name: str, command: str, env: dict[str, str], ready: str) -> LabProcess:
         """Like ``tests.support.lab.start_server``, but the process is ours to stop even when
         it never gets ready."""
-        proc = LabProcess(name, [sys.executable, "-m", "services", command], env)
+        proc = LabProcess(name, [sys.executable, "-m", "mcp_lab", command], env)
         self._started.append(proc)
         proc.wait_for(ready, timeout=30)
         return proc

@@ -1,8 +1,8 @@
 """The lab in the test's own event loop: no processes, no sockets for the app.
 
-``InProcLab`` runs a server (the ASGI app of ``services.server.app.http_app``,
+``InProcLab`` runs a server (the ASGI app of ``mcp_lab.server.app.http_app``,
 wrapped in its guard, with its lifespan: relay, replica heartbeat) and updaters
-(``services.updater.Updater.run`` as a task) against the real Redis of the test.
+(``mcp_lab.updater.Updater.run`` as a task) against the real Redis of the test.
 Clients reach a server through :class:`StreamingASGITransport`, an httpx2
 transport that hands each request to the app in memory and streams the response
 as the app sends it (httpx2's own ``ASGITransport`` buffers the whole body, so the
@@ -30,13 +30,13 @@ from urllib.parse import urlsplit
 import httpx2
 from starlette.types import ASGIApp, Message
 
-from services import state
-from services.process.embedded_redis import free_port
-from services.runners import matrix_history
-from services.server.app import http_app
-from services.server.asgi import guard
-from services.settings import LabSettings
-from services.updater import Updater
+from mcp_lab import state
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.runners import matrix_history
+from mcp_lab.server.app import http_app
+from mcp_lab.server.asgi import guard
+from mcp_lab.settings import LabSettings
+from mcp_lab.updater import Updater
 
 _component: contextvars.ContextVar[LogLines | None] = contextvars.ContextVar(
     "lab_component", default=None

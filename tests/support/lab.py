@@ -27,7 +27,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from services import protocol
+from mcp_lab import protocol
 from tests.support import inproc
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -177,7 +177,7 @@ def mcp_lab(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     refuse_on_event_loop("mcp_lab", "await amcp_lab(...)")
     _not_in_a_quick_run(f"mcp-lab {' '.join(args[:1])}")
     return subprocess.run(
-        [sys.executable, "-m", "services", *args],
+        [sys.executable, "-m", "mcp_lab", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -197,7 +197,7 @@ def start_server(redis_url: str, port: int, **settings: str) -> LabProcess:
     (blocking: in an async test, ``await lab.aserver(...)``)."""
     refuse_on_event_loop("start_server", "await lab.aserver(...)")
     env = lab_env(redis_url, port=str(port), **settings)
-    proc = LabProcess(f"server:{port}", [sys.executable, "-m", "services", "server"], env)
+    proc = LabProcess(f"server:{port}", [sys.executable, "-m", "mcp_lab", "server"], env)
     proc.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
     return proc
 
@@ -207,7 +207,7 @@ def start_updater(redis_url: str, **settings: str) -> LabProcess:
     test, ``await lab.aupdater(...)``)."""
     refuse_on_event_loop("start_updater", "await lab.aupdater(...)")
     env = lab_env(redis_url, **settings)
-    proc = LabProcess("updater", [sys.executable, "-m", "services", "updater"], env)
+    proc = LabProcess("updater", [sys.executable, "-m", "mcp_lab", "updater"], env)
     proc.wait_for(r"\[updater\] ready", timeout=30)
     return proc
 
@@ -304,7 +304,7 @@ def stdio_server(env: dict[str, str]) -> StdioServerParameters:
     """How to launch ``mcp-lab server --transport stdio`` as an MCP client would."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "services", "server", "--transport", "stdio"],
+        args=["-m", "mcp_lab", "server", "--transport", "stdio"],
         env=env,
         cwd=ROOT,
     )

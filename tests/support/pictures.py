@@ -4,10 +4,10 @@ after closing the stream, and reads again; beside it a client with a hostile nam
 
 from __future__ import annotations
 
-from services.contract import Event
-from services.evidence import scoring
-from services.evidence.build import Report
-from services.scenarios import registry
+from mcp_lab.contract import Event
+from mcp_lab.evidence import scoring
+from mcp_lab.evidence.build import Report
+from mcp_lab.scenarios import registry
 
 URI = "test://review/status"
 START_MS = 1_796_032_824_000

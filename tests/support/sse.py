@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from services.server.resume.eventstore import entry_of
+from mcp_lab.server.resume.eventstore import entry_of
 from tests.support.inproc import http_client
 from tests.support.lab import STATUS_URI, RawSession
 

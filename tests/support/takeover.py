@@ -3,7 +3,7 @@ pending jobs by consumer (read by the in-process and the process tests alike).""
 
 from __future__ import annotations
 
-from services import contract
+from mcp_lab import contract
 
 # Shortened: a killed updater's heartbeat expires at most HEARTBEAT s after its last
 # refresh; the survivor looks for stranded jobs every TAKE_OVER_EVERY s (and reads

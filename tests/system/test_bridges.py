@@ -1,5 +1,5 @@
 """Bridges and gateways between the reference client and a fresh lab:
-``mcp-lab bridges run`` (services/runners/bridges).
+``mcp-lab bridges run`` (services/mcp_lab/runners/bridges).
 
 One run of the whole matrix (every bridge, every direction it supports, ``single``,
 ``repeated`` and ``list-changed``; runs side by side) is checked against the verdicts
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.bridges import history as bridges_history
-from services.runners.bridges.run import lab_faults
-from services.runners.bridges.runner import DEFAULT_SCENARIOS, run_bridge
-from services.runners.bridges.specs import (
+from mcp_lab.runners.bridges import history as bridges_history
+from mcp_lab.runners.bridges.run import lab_faults
+from mcp_lab.runners.bridges.runner import DEFAULT_SCENARIOS, run_bridge
+from mcp_lab.runners.bridges.specs import (
     BRIDGES,
 )
-from services.runners.bridges.verdict import (
+from mcp_lab.runners.bridges.verdict import (
     DROPPED,
     NOT_APPLICABLE,
     NOT_REACHED,
@@ -39,7 +39,7 @@ from services.runners.bridges.verdict import (
     STEPS,
     Row,
 )
-from services.scenarios import registry
+from mcp_lab.scenarios import registry
 from tests.support.fakes import FAKE_BRIDGE, bridge
 from tests.support.lab import ROOT
 
@@ -102,7 +102,7 @@ def clean_env() -> dict[str, str]:
 def matrix() -> dict[tuple[str, str, str], dict]:
     """Every bridge, direction and default scenario: one ``bridges run`` for the module."""
     result = subprocess.run(
-        [sys.executable, "-m", "services", "bridges", "run", "--format", "json", "--quiet"],
+        [sys.executable, "-m", "mcp_lab", "bridges", "run", "--format", "json", "--quiet"],
         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=MATRIX_TIMEOUT,
         check=False,
     )  # fmt: skip
@@ -230,13 +230,13 @@ def test_a_fault_of_the_lab_is_not_put_on_the_bridge() -> None:
         "18:26:47.972 INFO    [resources/subscribe] uri=test://review/status session=s",
         "18:26:48.974 ERROR   [relay] unexpected error; restarting in 0.2s",
         "Traceback (most recent call last):",
-        '  File "/work/services/server/relay.py", line 211, in handle',
+        '  File "/work/services/mcp_lab/server/relay.py", line 211, in handle',
         "    message = contract.parse_update_message(payload, self._catalog)",
-        "AttributeError: module 'services.contract' has no attribute 'parse_update_message'",
+        "AttributeError: module 'mcp_lab.contract' has no attribute 'parse_update_message'",
         "18:26:49.178 INFO    [relay] subscribed channel=mcp:resources:updated",
     ]
     assert lab_faults(lines) == [
-        "[relay] unexpected error (AttributeError: module 'services.contract' has no "
+        "[relay] unexpected error (AttributeError: module 'mcp_lab.contract' has no "
         "attribute 'parse_update_message')"
     ]
     assert lab_faults([f"[supergateway] {line}" for line in lines])[0].startswith(

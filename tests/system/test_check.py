@@ -26,7 +26,7 @@ def mcp_lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     # python3 on PATH is this one (the client file's command), with the mcp SDK
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
-        [sys.executable, "-m", "services", *args], cwd=cwd or ROOT, env=env,
+        [sys.executable, "-m", "mcp_lab", *args], cwd=cwd or ROOT, env=env,
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
 

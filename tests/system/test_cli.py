@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from services import contract
-from services.process.embedded_redis import free_port
+from mcp_lab import contract
+from mcp_lab.process.embedded_redis import free_port
 from tests.support.lab import (
     ROOT,
     STATUS_URI,
@@ -231,7 +231,7 @@ def test_report_imports_neither_the_mcp_sdk_nor_fastmcp(redis_url) -> None:
     import alone took 1.8-2.6 s on a loaded machine)."""
     env = lab_env(redis_url)
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "services", "report", "--format", "json"],
+        [sys.executable, "-X", "importtime", "-m", "mcp_lab", "report", "--format", "json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]

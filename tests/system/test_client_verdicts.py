@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.clients import drivers
-from services.runners.clients.definition import HTTP, STDIO, ClientDef
-from services.runners.clients.install import Installed, cache_dir
-from services.runners.clients.matrix import Row
-from services.runners.clients.runner import run_client
-from services.scenarios import registry
+from mcp_lab.runners.clients import drivers
+from mcp_lab.runners.clients.definition import HTTP, STDIO, ClientDef
+from mcp_lab.runners.clients.install import Installed, cache_dir
+from mcp_lab.runners.clients.matrix import Row
+from mcp_lab.runners.clients.runner import run_client
+from mcp_lab.scenarios import registry
 from tests.support.fakes import fake_agent
 
 pytestmark = pytest.mark.anyio

@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from services.evidence.scoring import LEVEL_NAMES
-from services.runners.clients.definition import HTTP, STDIO
-from services.runners.clients.matrix import CHECKLIST
-from services.runners.clients.pins import CLIENTS
-from services.runners.clients.runs import NO_TOOL, TOOL
-from services.runners.install import resolve_version
+from mcp_lab.evidence.scoring import LEVEL_NAMES
+from mcp_lab.runners.clients.definition import HTTP, STDIO
+from mcp_lab.runners.clients.matrix import CHECKLIST
+from mcp_lab.runners.clients.pins import CLIENTS
+from mcp_lab.runners.clients.runs import NO_TOOL, TOOL
+from mcp_lab.runners.install import resolve_version
 from tests.support.ci import IN_CI
 from tests.support.lab import ROOT
 
@@ -46,7 +46,7 @@ def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
             pytest.fail("CI=true and no npm on PATH")
         pytest.skip("no npm on PATH")
     result = subprocess.run(
-        [sys.executable, "-m", "services", "clients", "run", *args, "--format", "json", "--quiet"],
+        [sys.executable, "-m", "mcp_lab", "clients", "run", *args, "--format", "json", "--quiet"],
         cwd=ROOT,
         env=clean_env(),
         capture_output=True,
@@ -444,7 +444,7 @@ def test_uninstallable_clients_get_a_row_that_says_why() -> None:
         [
             sys.executable,
             "-m",
-            "services",
+            "mcp_lab",
             "clients",
             "run",
             "--client",
@@ -476,7 +476,7 @@ def test_a_version_that_cannot_be_installed_is_the_runners_failure_not_a_level()
             pytest.fail("CI=true and no npm on PATH")
         pytest.skip("no npm on PATH")
     result = subprocess.run(
-        [sys.executable, "-m", "services", "clients", "run", "--client", "codex",
+        [sys.executable, "-m", "mcp_lab", "clients", "run", "--client", "codex",
          "--version", "codex=0.0.0-no-such-version", "--format", "json"],
         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
@@ -526,7 +526,7 @@ def documented_matrix() -> dict[tuple[str, str, str, str], list[str]]:
 
 # The rest of the field, in `single`, lab setup `no tool`, over http: the level each got
 # on 2026-12-02 (docs/clients.md, "The wider field"). Agent CLIs with their scripted
-# model; client libraries as the programs of services/runners/clients/libraries/.
+# model; client libraries as the programs of services/mcp_lab/runners/clients/libraries/.
 FIELD_EXPECTED: dict[str, int] = {
     # Agent CLIs: none subscribes; fast-agent lists, Kilo and Qwen Code read.
     "kilo": 3,

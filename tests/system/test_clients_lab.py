@@ -1,4 +1,4 @@
-"""The clients and bridges runners' lab (services/runners/lab.py): real processes."""
+"""The clients and bridges runners' lab (services/mcp_lab/runners/lab.py): real processes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.process.embedded_redis import free_port
-from services.runners import lab
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.runners import lab
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 

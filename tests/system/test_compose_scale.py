@@ -34,10 +34,10 @@ import httpx2 as httpx
 import pytest
 from redis.asyncio import Redis
 
+from mcp_lab import contract, protocol
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.settings import LabSettings
 from scripts.devtools import compose_projects
-from services import contract, protocol
-from services.process.embedded_redis import free_port
-from services.settings import LabSettings
 from tests.support.docker_engine import skip_unless_docker_is_usable
 from tests.support.lab import ROOT, STATUS_URI, connect, connect_sse
 

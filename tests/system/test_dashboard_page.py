@@ -1,4 +1,4 @@
-"""The dashboard page (``services/server/dashboard.html``) in a real headless Chromium.
+"""The dashboard page (``services/mcp_lab/server/dashboard.html``) in a real headless Chromium.
 
 A small Starlette stand-in serves the page as the lab does (``/``), a report
 (``/api/report``) and a Server-Sent Events stream of reports (``/api/stream``),
@@ -25,12 +25,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from services.evidence import picture
-from services.evidence.report import levels_json
+from mcp_lab.evidence import picture
+from mcp_lab.evidence.report import levels_json
 from tests.support.browser import ARTIFACTS, expect
 from tests.support.lab import ROOT
 
-PAGE = ROOT / "services" / "server" / "dashboard.html"
+PAGE = ROOT / "services" / "mcp_lab" / "server" / "dashboard.html"
 
 URI = "test://review/status"
 RUN_ID = "1796032824497-0"
@@ -431,8 +431,8 @@ def test_each_session_shows_its_picture_drawn_by_the_lab(stub_lab, page, errors)
 def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
     stub_lab, page, errors, tmp_path
 ):
-    from services.runners.clients import history
-    from services.runners.clients.matrix import Check, Row
+    from mcp_lab.runners.clients import history
+    from mcp_lab.runners.clients.matrix import Check, Row
 
     def row(version: str, level: int, subscribed: str) -> Row:
         made = Row("inspector", version, "single", "no tool", level=level, server_level=level)
@@ -466,8 +466,8 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
 def test_the_matrix_view_shows_the_bridges_latest_marks_and_their_history(
     stub_lab, page, errors, tmp_path
 ):
-    from services.runners.bridges import history
-    from services.runners.bridges.verdict import Cell, Row
+    from mcp_lab.runners.bridges import history
+    from mcp_lab.runners.bridges.verdict import Cell, Row
 
     def row(version: str, through: bool) -> Row:
         made = Row("supergateway", version, "stdio->HTTP", "single", lab_level=5)

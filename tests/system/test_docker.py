@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from mcp_lab import contract
+from mcp_lab.process.embedded_redis import free_port
 from scripts.devtools import compose_projects
-from services import contract
-from services.process.embedded_redis import free_port
 from tests.support.docker_engine import skip_unless_docker_is_usable
 from tests.support.lab import ROOT, STATUS_URI, connect, version_of
 

@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
 
-from services import contract, protocol, state
-from services.evidence import reader
+from mcp_lab import contract, protocol, state
+from mcp_lab.evidence import reader
 from tests.support.lab import RawSession, amcp_lab, connect, lab_env, stdio_server
 
 pytestmark = pytest.mark.anyio

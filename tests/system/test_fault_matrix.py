@@ -22,9 +22,9 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from services import contract
-from services.evidence import build, report
-from services.state import connect as redis_connect
+from mcp_lab import contract
+from mcp_lab.evidence import build, report
+from mcp_lab.state import connect as redis_connect
 from tests.support.faults import (
     BOUND,
     Rig,
@@ -166,8 +166,8 @@ async def test_redis_restart_between_publish_and_delivery(sig: int, relay: str) 
 
 
 REDIS_STOP = "redis-server SIGSTOP (frozen), then SIGCONT"
-# The lab's Redis clients give up on a reply after 10 s (services/state.connect), and
-# the batch writer on a pipeline after 10 s (services/process/writer.py).
+# The lab's Redis clients give up on a reply after 10 s (services/mcp_lab/state.connect), and
+# the batch writer on a pipeline after 10 s (services/mcp_lab/process/writer.py).
 SOCKET_TIMEOUT = 10.0
 # A read sent as Redis freezes waits for its own reply (10 s), then for the writer to
 # give up keeping its answer for resumption and recording it (10 s a pipeline, and

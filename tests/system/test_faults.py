@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from services import contract
-from services.catalog import REVIEW_NOTES
-from services.process.embedded_redis import free_port, start_redis
+from mcp_lab import contract
+from mcp_lab.catalog import REVIEW_NOTES
+from mcp_lab.process.embedded_redis import free_port, start_redis
 from tests.support.lab import STATUS_URI, LabProcess, amcp_lab, connect, lab_env, version_of
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +25,7 @@ async def test_server_and_updater_wait_for_redis_and_recover_without_restart() -
     env = lab_env(
         f"redis://127.0.0.1:{redis_port}/0", port=str(http_port), update_delay_seconds="0.3"
     )
-    cli = [sys.executable, "-m", "services"]
+    cli = [sys.executable, "-m", "mcp_lab"]
     server = LabProcess("server", [*cli, "server"], env)
     updater = LabProcess("updater", [*cli, "updater"], env)
     redis = None

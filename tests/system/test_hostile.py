@@ -11,7 +11,7 @@ import anyio
 import httpx2
 import pytest
 
-from services.process.embedded_redis import free_port
+from mcp_lab.process.embedded_redis import free_port
 from tests.support.http_calls import healthz
 from tests.support.lab import LabProcess, amcp_lab, lab_env
 from tests.support.sse import get_headers, get_stream, subscribed_raw
@@ -32,7 +32,7 @@ async def test_300_slow_connections_at_a_256_file_limit_leave_the_server_answeri
     env = lab_env(redis_url, port=str(port), head_timeout_seconds="3")
     limited = (
         "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'services', 'server'])"
+        "os.execv(sys.executable, [sys.executable, '-m', 'mcp_lab', 'server'])"
     )
     server = LabProcess(f"server:{port}", [sys.executable, "-c", limited], env)
     try:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from services.process.embedded_redis import free_port
-from services.process.lifeline import PARENT_PID_ENV
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.process.lifeline import PARENT_PID_ENV
 from tests.support.lab import ROOT, lab_env
 
 pytestmark = pytest.mark.process
@@ -26,7 +26,7 @@ STOP_SECONDS = 5.0
 def _start(args: list[str], env: dict[str, str], out: Path, err: Path) -> subprocess.Popen[bytes]:
     """``mcp-lab ARGS`` in a process group of its own (a terminal's foreground job)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "services", *args], cwd=ROOT, env=env, process_group=0,
+        [sys.executable, "-m", "mcp_lab", *args], cwd=ROOT, env=env, process_group=0,
         stdout=out.open("wb"), stderr=err.open("wb"),
     )  # fmt: skip
 

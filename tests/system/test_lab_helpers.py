@@ -9,7 +9,7 @@ import sys
 import anyio
 import pytest
 
-from services.process.embedded_redis import free_port
+from mcp_lab.process.embedded_redis import free_port
 from tests.support.lab import LabProcess, amcp_lab, lab_env, mcp_lab, start_server, start_updater
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]

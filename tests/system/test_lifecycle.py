@@ -15,8 +15,8 @@ import httpx2
 import pytest
 import redis
 
-from services import contract, protocol
-from services.process.embedded_redis import free_port
+from mcp_lab import contract, protocol
+from mcp_lab.process.embedded_redis import free_port
 from tests.support.lab import (
     STATUS_URI,
     LabProcess,
@@ -241,7 +241,7 @@ def _server_with_open_files(
     port = free_port()
     env = lab_env(redis_url, port=str(port), **({} if cap is None else {"max_sessions": cap}))
     limits = f"ulimit -Sn {soft} && ulimit -Hn {hard}"
-    command = ["sh", "-c", f'{limits} && exec "$0" -m services server', sys.executable]
+    command = ["sh", "-c", f'{limits} && exec "$0" -m mcp_lab server', sys.executable]
     server = LabProcess(f"server:{port}", command, env)
     server.wait_for(r"\[lab\] server ready .*relay=subscribed", timeout=30)
     return server

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services.process.embedded_redis import free_port, start_redis
+from mcp_lab.process.embedded_redis import free_port, start_redis
 from tests.support.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -101,7 +101,7 @@ def test_events_lost_while_redis_is_down_are_counted_in_the_report(tmp_path):
     """An event that truly cannot be written is counted, and the report says so."""
     redis = start_redis(persistent=True)
     env = lab_env(redis.url, port=str(free_port()), update_delay_seconds="600")
-    server = LabProcess("server", [sys.executable, "-m", "services", "server"], env)
+    server = LabProcess("server", [sys.executable, "-m", "mcp_lab", "server"], env)
     port = int(env["MCP_TEST_PORT"])
     lost_while_down = 5
     try:

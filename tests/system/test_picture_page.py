@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.evidence import html_report
+from mcp_lab.evidence import html_report
 from tests.support.browser import ARTIFACTS, expect
 from tests.support.pictures import HOSTILE_NAME, URI, known_report
 

@@ -13,8 +13,8 @@ from importlib.metadata import version
 import anyio
 import pytest
 
-from services.process.embedded_redis import free_port
-from services.runners import probe as probe_module
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.runners import probe as probe_module
 from tests.support.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 DELAY = "0.5"

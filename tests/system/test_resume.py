@@ -12,8 +12,8 @@ import anyio
 import httpx2
 import pytest
 
-from services import contract
-from services.server.resume.eventstore import entry_of
+from mcp_lab import contract
+from mcp_lab.server.resume.eventstore import entry_of
 from tests.support.lab import STATUS_URI, TS_CLIENT_DIR, connect, version_of
 from tests.support.sse import CHANNEL, assert_updated, get_headers, get_stream, subscribed_raw
 

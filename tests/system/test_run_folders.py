@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.main import main
-from services.runners.bridges import history as bridges_history
-from services.runners.bridges import runner as bridges_runner
-from services.runners.bridges.specs import BRIDGES, BridgeSpec
-from services.runners.clients import history as clients_history
-from services.runners.clients import pins
-from services.runners.clients import runner as clients_runner
-from services.runners.history_store import HISTORY_ENV
-from services.runners.run_folders import invocation, invocations
-from services.scenarios import registry
+from mcp_lab.cli.main import main
+from mcp_lab.runners.bridges import history as bridges_history
+from mcp_lab.runners.bridges import runner as bridges_runner
+from mcp_lab.runners.bridges.specs import BRIDGES, BridgeSpec
+from mcp_lab.runners.clients import history as clients_history
+from mcp_lab.runners.clients import pins
+from mcp_lab.runners.clients import runner as clients_runner
+from mcp_lab.runners.history_store import HISTORY_ENV
+from mcp_lab.runners.run_folders import invocation, invocations
+from mcp_lab.scenarios import registry
 from tests.support.fakes import (
     FAKE_BRIDGE,
     NAME,
@@ -101,7 +101,7 @@ def test_each_bridges_run_keeps_its_files_where_its_history_row_says(
                 assert (where / name).stat().st_size > 0, (where, name)
 
 
-# The files every client run keeps (services/runners/clients/runs.py, _keep_logs).
+# The files every client run keeps (services/mcp_lab/runners/clients/runs.py, _keep_logs).
 CLIENT_FILES = ("cli.log", "server.log", "updater.log", "events.jsonl", "wire.jsonl")
 
 

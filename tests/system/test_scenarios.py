@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from services.scenarios import registry
+from mcp_lab.scenarios import registry
 from tests.support.lab import ROOT, amcp_lab, lab_env, mcp_lab
 
 DELAY = "0.5"
@@ -235,4 +235,4 @@ def test_single_is_the_default_and_keeps_the_seeds_levels(lab, redis_url) -> Non
 def test_an_unknown_scenario_is_a_clear_error() -> None:
     result = mcp_lab(lab_env(""), "probe", "--url", "http://127.0.0.1:9/mcp", "--scenario", "x")
     assert result.returncode == 2 and "unknown scenario 'x'" in result.stderr, result.stderr
-    assert (ROOT / "services" / "scenarios" / "single.py").exists()
+    assert (ROOT / "services" / "mcp_lab" / "scenarios" / "single.py").exists()

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services import protocol
+from mcp_lab import protocol
 from tests.support.http_calls import post
 from tests.support.lab import lab_env, mcp_lab
 

@@ -1,6 +1,6 @@
 """Settings: every bad value stops the process with one line naming the variable, exit code 2.
 
-Each case runs a real ``mcp-lab`` process (``python -m services``) with one bad
+Each case runs a real ``mcp-lab`` process (``python -m mcp_lab``) with one bad
 value in its environment. The cases are parametrized over ``LabSettings.model_fields``:
 a new setting without a bad value in ``BAD`` fails here until one is added.
 """
@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from services.process.embedded_redis import free_port
-from services.settings import LabSettings, env_name
+from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.settings import LabSettings, env_name
 from tests.support.lab import ROOT, lab_env, mcp_lab
 
 # One value per setting that the lab must refuse.
@@ -153,7 +153,7 @@ def test_a_bad_value_from_dotenv_is_said_to_come_from_there(
 ) -> None:
     from pydantic import ValidationError
 
-    from services.settings import describe
+    from mcp_lab.settings import describe
 
     for key in list(os.environ):
         if key.startswith("MCP_TEST_") or key == "REDIS_URL":

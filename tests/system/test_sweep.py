@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.main import main
-from services.runners.clients import pins
+from mcp_lab.cli.main import main
+from mcp_lab.runners.clients import pins
 from tests.support.fakes import (
     CHANGES_AT,
     NAME,

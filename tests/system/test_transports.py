@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from services import protocol
+from mcp_lab import protocol
 from tests.support.lab import (
     ROOT,
     STATUS_URI,
@@ -138,7 +138,7 @@ def test_stdio_stdout_carries_only_protocol(redis_url) -> None:
     initialized = protocol.initialized_notification()
     stdin = "\n".join(json.dumps(m) for m in (request, initialized, listing)) + "\n"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services", "server", "--transport", "stdio"],
+        [sys.executable, "-m", "mcp_lab", "server", "--transport", "stdio"],
         cwd=ROOT,
         env=lab_env(redis_url),
         stdin=subprocess.PIPE,

@@ -20,9 +20,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from services.cli.runtime import Proc, UpRecord, stop_leftovers
-from services.cli.where import redis_answers
-from services.process.embedded_redis import free_port, start_redis
+from mcp_lab.cli.runtime import Proc, UpRecord, stop_leftovers
+from mcp_lab.cli.where import redis_answers
+from mcp_lab.process.embedded_redis import free_port, start_redis
 from tests.support.lab import (
     ROOT,
     STATUS_URI,
@@ -55,7 +55,7 @@ def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
 
 
 def start_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
-    command = [sys.executable, "-m", "services", "up", "--port", str(port)]
+    command = [sys.executable, "-m", "mcp_lab", "up", "--port", str(port)]
     up = LabProcess("up", [*command, "--redis-port", str(redis_port), *options], env)
     up.wait_for(r"^server +\| .*\[lab\] server ready", timeout=START_SECONDS)
     up.wait_for(r"^updater +\| .*\[updater\] ready", timeout=START_SECONDS)
@@ -458,7 +458,7 @@ import os, subprocess, sys
 env = {**os.environ, "MCP_LAB_UP_PID": str(os.getpid())}
 children = []
 for name, ready in (("updater", "[updater] ready"), ("server", "[lab] server ready")):
-    child = subprocess.Popen([sys.executable, "-m", "services", name], env=env,
+    child = subprocess.Popen([sys.executable, "-m", "mcp_lab", name], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     for line in child.stdout:
         if ready in line.decode():
@@ -576,7 +576,7 @@ def test_an_embedded_redis_that_cannot_start_stops_the_processes_started_beside_
     data.mkdir()
     (data / "appendonly.aof").write_text("this is not an append-only file\n")
     env = up_env(tmp_path)
-    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    command = [sys.executable, "-m", "mcp_lab", "up", "--port", str(free_port())]
     command += ["--redis-port", str(free_port()), "--data-dir", str(data)]
     up = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -607,7 +607,7 @@ def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
     """At log level WARNING the server never prints its ready line: the updater
     starts anyway (a few seconds later), and applies a triggered job."""
     env = up_env(tmp_path, log_level="WARNING")
-    command = [sys.executable, "-m", "services", "up", "--port", str(free_port())]
+    command = [sys.executable, "-m", "mcp_lab", "up", "--port", str(free_port())]
     up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)
     try:
         up.wait_for(r"Ctrl-C stops everything", timeout=START_SECONDS)

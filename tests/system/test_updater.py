@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services import contract
+from mcp_lab import contract
 from tests.support.lab import STATUS_URI, amcp_lab, connect, lab_env, version_of
 from tests.support.takeover import CHECK, HEARTBEAT, TAKE_OVER_EVERY, pending_by_consumer
 

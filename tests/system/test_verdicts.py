@@ -24,7 +24,7 @@ import mcp_types
 import pytest
 from mcp import Client
 
-from services import protocol
+from mcp_lab import protocol
 from tests.support.lab import STATUS_URI, TS_CLIENT_DIR, amcp_lab, lab_env
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from services import contract
-from services.catalog import REVIEW_STATUS
+from mcp_lab import contract
+from mcp_lab.catalog import REVIEW_STATUS
 from tests.support.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio

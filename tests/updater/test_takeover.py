@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from services import contract
+from mcp_lab import contract
 from tests.support.lab import STATUS_URI, connect, version_of
 from tests.support.takeover import CHECK, TAKE_OVER_EVERY, pending_by_consumer
 

@@ -12,9 +12,9 @@ import time
 import pytest
 import redis
 
-from services import contract, state
-from services import updater as updater_module
-from services.catalog import LAB_CATALOG, REVIEW_STATUS
+from mcp_lab import contract, state
+from mcp_lab import updater as updater_module
+from mcp_lab.catalog import LAB_CATALOG, REVIEW_STATUS
 from tests.support.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio

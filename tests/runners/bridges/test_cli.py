@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from services.cli.main import build_parser
-from services.runners.bridges.specs import BRIDGES, direction
+from mcp_lab.cli.main import build_parser
+from mcp_lab.runners.bridges.specs import BRIDGES, direction
 
 
 def run(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 """The bridges matrix's history: what ``mcp-lab bridges run`` keeps, across runs, how
 ``mcp-lab bridges history`` marks each change, and a history file of the schema before
 the bridges' upgraded. The runner is stood in for (its rows are made here, as
-services/runners/bridges/verdict.py makes them): no bridge is installed or run."""
+services/mcp_lab/runners/bridges/verdict.py makes them): no bridge is installed or run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.main import main
-from services.runners.bridges import history, runner
-from services.runners.bridges.verdict import (
+from mcp_lab.cli.main import main
+from mcp_lab.runners.bridges import history, runner
+from mcp_lab.runners.bridges.verdict import (
     DROPPED,
     NOT_APPLICABLE,
     NOT_REACHED,
@@ -22,10 +22,10 @@ from services.runners.bridges.verdict import (
     Cell,
     Row,
 )
-from services.runners.clients import history as clients_history
-from services.runners.clients.matrix import Check
-from services.runners.clients.matrix import Row as ClientRow
-from services.runners.history_store import HISTORY_ENV, SCHEMA_VERSION
+from mcp_lab.runners.clients import history as clients_history
+from mcp_lab.runners.clients.matrix import Check
+from mcp_lab.runners.clients.matrix import Row as ClientRow
+from mcp_lab.runners.history_store import HISTORY_ENV, SCHEMA_VERSION
 
 WAY = "stdio->HTTP"
 

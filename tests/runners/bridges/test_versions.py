@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from services import protocol
-from services.contract import Event
-from services.runners.bridges import history, matrix
-from services.runners.bridges.output import bridge_said
-from services.runners.bridges.run import Cut, Outcome, RunPlan, flow_bound
-from services.runners.bridges.runner import run_bridge
-from services.runners.bridges.specs import BRIDGES, STATELESS, Ends, direction
-from services.runners.bridges.verdict import (
+from mcp_lab import protocol
+from mcp_lab.contract import Event
+from mcp_lab.runners.bridges import history, matrix
+from mcp_lab.runners.bridges.output import bridge_said
+from mcp_lab.runners.bridges.run import Cut, Outcome, RunPlan, flow_bound
+from mcp_lab.runners.bridges.runner import run_bridge
+from mcp_lab.runners.bridges.specs import BRIDGES, STATELESS, Ends, direction
+from mcp_lab.runners.bridges.verdict import (
     DROPPED,
     MARKS,
     NOT_APPLICABLE,
@@ -31,8 +31,8 @@ from services.runners.bridges.verdict import (
     _resume,
     not_supported,
 )
-from services.runners.bridges.waits import Waits
-from services.scenarios import registry
+from mcp_lab.runners.bridges.waits import Waits
+from mcp_lab.scenarios import registry
 
 LAB = ["mcp-lab", "server", "--transport", "stdio"]
 
@@ -271,7 +271,7 @@ def test_the_history_says_not_supported_and_when_a_version_supports_it(tmp_path:
 def test_a_stateless_bridges_lost_subscription_is_dropped_not_not_reached() -> None:
     """supergateway without --stateful: the subscribe and the unsubscribe reach the lab
     in different sessions, the lab has no subscriber left when the update comes."""
-    from services.runners.bridges.verdict import _notified, _Sides
+    from mcp_lab.runners.bridges.verdict import _notified, _Sides
 
     plan = RunPlan(registry.get("single"), direction("HTTP->stdio"))
     uri = plan.scenario.read_uri

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.bridges import matrix
-from services.runners.bridges.install import install
-from services.runners.bridges.runner import run_bridge
-from services.runners.bridges.specs import BRIDGES, LOCAL, BridgeSpec, Ends, Invocation, direction
-from services.runners.bridges.verdict import DROPPED, PASSED, Row
-from services.scenarios import registry
+from mcp_lab.runners.bridges import matrix
+from mcp_lab.runners.bridges.install import install
+from mcp_lab.runners.bridges.runner import run_bridge
+from mcp_lab.runners.bridges.specs import BRIDGES, LOCAL, BridgeSpec, Ends, Invocation, direction
+from mcp_lab.runners.bridges.verdict import DROPPED, PASSED, Row
+from mcp_lab.scenarios import registry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 

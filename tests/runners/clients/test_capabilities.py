@@ -19,12 +19,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from services.cli.main import main
-from services.runners.clients import capabilities, history
-from services.runners.clients.matrix import CHECKLIST, Check, Row
-from services.runners.clients.pins import CLIENTS
-from services.runners.history_store import HISTORY_ENV
-from services.runners.install import InstallError
+from mcp_lab.cli.main import main
+from mcp_lab.runners.clients import capabilities, history
+from mcp_lab.runners.clients.matrix import CHECKLIST, Check, Row
+from mcp_lab.runners.clients.pins import CLIENTS
+from mcp_lab.runners.history_store import HISTORY_ENV
+from mcp_lab.runners.install import InstallError
 from tests.support.ci import IN_CI
 from tests.support.lab import ROOT
 

@@ -19,7 +19,7 @@ def test_bad_arguments_are_clear_errors() -> None:
         (["--tool", "some"], "invalid choice: 'some'"),
     ):
         result = subprocess.run(
-            [sys.executable, "-m", "services", "clients", "run", *args],
+            [sys.executable, "-m", "mcp_lab", "clients", "run", *args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -38,7 +38,7 @@ def test_a_client_the_runner_could_not_run_exits_1_and_names_no_run_folder(tmp_p
         '[install]\ncommand = "no-such-program-here"\n[run]\nargv = ["{binary}"]\n'
     )
     result = subprocess.run(
-        [sys.executable, "-m", "services", "clients", "run", "--client-file", str(client_file),
+        [sys.executable, "-m", "mcp_lab", "clients", "run", "--client-file", str(client_file),
          "--scenario", "single", "--tool", "off", "--format", "json"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "MCP_LAB_HISTORY": str(tmp_path / "history.sqlite3"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.runners.clients import definition
-from services.runners.clients.definition import (
+from mcp_lab.runners.clients import definition
+from mcp_lab.runners.clients.definition import (
     HTTP,
     STDIO,
     DefinitionError,
@@ -15,7 +15,7 @@ from services.runners.clients.definition import (
     load,
     parse,
 )
-from services.runners.clients.pins import CLIENTS, with_files
+from mcp_lab.runners.clients.pins import CLIENTS, with_files
 
 MINIMAL = """
 name = "mine"
@@ -137,7 +137,7 @@ def test_the_python_a_client_needs_is_one_that_runs(
     import os
     import sys
 
-    from services.runners.install import InstallError, find_python
+    from mcp_lab.runners.install import InstallError, find_python
 
     broken = tmp_path / "broken"
     real = tmp_path / "home" / ".pyenv" / "versions" / "3.99.1" / "bin"

@@ -8,13 +8,13 @@ import shlex
 import tomllib
 from pathlib import Path
 
-from services.runners.clients import drivers
-from services.runners.clients.configs import Server
-from services.runners.clients.definition import parse
-from services.runners.clients.pins import CLIENTS
+from mcp_lab.runners.clients import drivers
+from mcp_lab.runners.clients.configs import Server
+from mcp_lab.runners.clients.definition import parse
+from mcp_lab.runners.clients.pins import CLIENTS
 
 URL, MODEL = "http://127.0.0.1:7/mcp", "http://127.0.0.1:8"
-COMMAND = ["python3", "-m", "services", "server", "--transport", "stdio"]
+COMMAND = ["python3", "-m", "mcp_lab", "server", "--transport", "stdio"]
 
 
 def dirs(tmp_path: Path, stdio: bool = False) -> drivers.RunDirs:

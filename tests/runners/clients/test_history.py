@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.main import main
-from services.runners.clients import history, runner
-from services.runners.clients.definition import ClientDef
-from services.runners.clients.matrix import CHECKLIST, Check, Row
-from services.runners.history_store import HISTORY_ENV
+from mcp_lab.cli.main import main
+from mcp_lab.runners.clients import history, runner
+from mcp_lab.runners.clients.definition import ClientDef
+from mcp_lab.runners.clients.matrix import CHECKLIST, Check, Row
+from mcp_lab.runners.history_store import HISTORY_ENV
 
 BOXES = list(CHECKLIST)
 

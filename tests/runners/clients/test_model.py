@@ -17,10 +17,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from services.catalog import SERVER_INSTRUCTIONS
-from services.runners.clients.endpoint import serve
-from services.runners.clients.model import PULL, SCORED, ScriptedModel
-from services.runners.clients.tools import (
+from mcp_lab.catalog import SERVER_INSTRUCTIONS
+from mcp_lab.runners.clients.endpoint import serve
+from mcp_lab.runners.clients.model import PULL, SCORED, ScriptedModel
+from mcp_lab.runners.clients.tools import (
     VIA_RESOURCE_TOOL,
     VIA_SERVER_TOOL,
     deferred_names,

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from services.runners.clients import sweep
-from services.runners.clients.matrix import Check, Row
-from services.runners.versions import version_key
+from mcp_lab.runners.clients import sweep
+from mcp_lab.runners.clients.matrix import Check, Row
+from mcp_lab.runners.versions import version_key
 
 VERSIONS = [f"1.{minor}.0" for minor in range(16)]  # 1.0.0 .. 1.15.0
 

@@ -6,9 +6,9 @@ import pytest
 from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp_types import JSONRPCNotification
 
-from services import contract, state
-from services.process.writer import BatchWriter
-from services.server.resume.eventstore import RedisEventStore, store_events
+from mcp_lab import contract, state
+from mcp_lab.process.writer import BatchWriter
+from mcp_lab.server.resume.eventstore import RedisEventStore, store_events
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from services import contract
-from services.catalog import REVIEW_STATUS
-from services.server.resume.eventstore import entry_of
+from mcp_lab import contract
+from mcp_lab.catalog import REVIEW_STATUS
+from mcp_lab.server.resume.eventstore import entry_of
 from tests.support.inproc import http_client
 from tests.support.sse import (
     CHANNEL,

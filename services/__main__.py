@@ -1,5 +1,0 @@
-"""``python -m services``: the ``mcp-lab`` command line."""
-
-from services.cli.entry import main
-
-main()

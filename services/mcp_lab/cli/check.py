@@ -1,0 +1,140 @@
+"""``mcp-lab check``: the command line of :mod:`mcp_lab.runners.check` (parsing, the
+verdict printed or written, the exit code)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from mcp_lab.runners.check import (
+    DEFAULT_EXPECT,
+    DEFAULT_TIMEOUT,
+    ERROR,
+    CheckError,
+    check,
+    exit_code,
+    to_json,
+    to_junit,
+    to_table,
+)
+from mcp_lab.runners.clients.definition import (
+    HTTP,
+    TRANSPORTS,
+    DefinitionError,
+    from_command,
+    load,
+)
+from mcp_lab.runners.clients.pins import CLIENTS, known
+from mcp_lab.scenarios import registry
+
+_EPILOG = """\
+exit code: 0 when every scenario's level is at least --expect, 1 when one is below,
+2 on a usage or start-up error (a command that cannot start, a lab that did not).
+For http, {url} in CMD is the lab's MCP URL (also MCP_LAB_URL in its environment); for
+stdio, {server_command} is the command line that starts the lab as a stdio server for
+the client to spawn (also MCP_LAB_SERVER_COMMAND). docs/own-client.md has examples."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``check`` to ``mcp-lab``'s subcommands."""
+    parser = sub.add_parser(
+        "check",
+        help="a fresh lab, one client, one verdict, with an exit code (for a CI job)",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--command", metavar="CMD", help="the client: a command line to run")
+    which.add_argument("--client-file", type=Path, metavar="PATH", help="a client file (TOML)")
+    which.add_argument("--client", metavar="NAME", help=f"a built-in client: {known()}")
+    parser.add_argument(
+        "--transport",
+        choices=list(TRANSPORTS),
+        default=HTTP,
+        help="how the client reaches the lab: http (its URL) or stdio (it starts the lab's "
+        "stdio server); default http",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a scenario to play (repeatable; default: single; mcp-lab scenarios lists them)",
+    )
+    parser.add_argument(
+        "--expect",
+        type=int,
+        default=DEFAULT_EXPECT,
+        choices=range(0, 8),
+        metavar="LEVEL",
+        help=f"the level to reach, 0-7 (default {DEFAULT_EXPECT}: re-read after the update)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=["table", "json", "junit"],
+        default="table",
+        help="table (default), json, or junit (a test case per checklist item, for CI)",
+    )
+    parser.add_argument("--output", type=Path, metavar="FILE", help="write it there, not stdout")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds the client may run before it is stopped (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(func=_cmd_check)
+
+
+def _say(line: str) -> None:
+    print(f"mcp-lab check: {line}", file=sys.stderr, flush=True)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        if args.command is not None:
+            client = from_command(args.command, (args.transport,))
+        elif args.client_file is not None:
+            client = load(args.client_file)
+        elif args.client in CLIENTS:
+            client = CLIENTS[args.client]
+        else:
+            raise DefinitionError(f"unknown client {args.client!r} (known: {known()})")
+        scenarios = [registry.get(name) for name in args.scenario or ["single"]]
+    except (DefinitionError, LookupError) as exc:
+        print(f"mcp-lab check: {exc}", file=sys.stderr)
+        return ERROR
+    if args.timeout <= 0:
+        print("mcp-lab check: --timeout must be positive", file=sys.stderr)
+        return ERROR
+    progress = (lambda _: None) if args.quiet else _say
+    try:
+        verdicts = asyncio.run(
+            check(
+                client,
+                scenarios,
+                transport=args.transport,
+                expect=args.expect,
+                timeout=args.timeout,
+                progress=progress,
+            )
+        )
+    except CheckError as exc:
+        print(f"mcp-lab check: {exc}", file=sys.stderr)
+        return ERROR
+    except KeyboardInterrupt:  # the lab and the client are stopped on the way out
+        print("mcp-lab check: interrupted; no verdict", file=sys.stderr)
+        return 130
+    render = {"table": to_table, "json": to_json, "junit": to_junit}[args.format]
+    text = render(verdicts)
+    if args.output is not None:
+        args.output.write_text(text if text.endswith("\n") else text + "\n")
+        progress(f"{args.format} written to {args.output}")
+        if args.format != "table":
+            print(to_table(verdicts))
+    else:
+        print(text)
+    return exit_code(verdicts)

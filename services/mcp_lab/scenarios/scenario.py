@@ -1,0 +1,147 @@
+"""What a scenario is: one question the lab asks a client, as data.
+
+A :class:`Scenario` names the question and what a user learns from it, the resources
+it serves (a :class:`~mcp_lab.catalog.Catalog`), the server's timeline after a
+client subscribes to its watched resource (:class:`Action`: update it, or list a
+resource that was hidden and send ``notifications/resources/list_changed``), and its
+own checkpoints, scored from a session's evidence (:class:`Check`) beside the levels
+(0-7), which every scenario keeps for its watched resource. How the clients runner's
+scripted model and the probe play it is said by :attr:`Scenario.play`.
+
+Adding a scenario is one new module in this package that defines ``SCENARIO`` (the
+registry imports every module here), plus its test; a test may also register one of
+its own with :func:`mcp_lab.scenarios.registry.register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mcp_lab import contract
+from mcp_lab.catalog import Catalog
+from mcp_lab.contract import Event
+
+UPDATE, ADD = contract.UPDATE_ACTION, contract.ADD_ACTION
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One step of a scenario's timeline: ``after`` seconds past the first due time
+    (``MCP_TEST_UPDATE_DELAY_SECONDS`` after the subscribe that starts the timeline),
+    ``kind`` (:data:`UPDATE` the resource and notify its subscribers, or :data:`ADD`
+    a hidden resource to the list and send ``list_changed``) on ``uri`` (None: the
+    resource the client subscribed to)."""
+
+    after: float = 0.0
+    kind: str = UPDATE
+    uri: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One of a scenario's own checkpoints, as scored for one session."""
+
+    key: str
+    title: str  # the column or line title
+    answer: str  # "yes", "no", "2/3", ...
+    at_ms: int | None = None  # when it was reached (the last step of it), if it was
+    ok: bool = False  # whether the client did what the ideal client does
+
+
+# A scenario's own checkpoints, from the events of one session (sorted by time) and
+# the URI its levels score.
+CheckSession = Callable[[list[Event], str], list[Check]]
+
+
+def no_checks(events: list[Event], uri: str) -> list[Check]:
+    """A scenario with nothing to check beyond the levels."""
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class Play:
+    """How the scenario is played: by the clients runner (its scripted model, the
+    runner's own updates; which clients it applies to) and by the probe (the ideal
+    client)."""
+
+    # What the scored run's model is asked (``{uri}``: the watched resource).
+    prompt: str = "Read the MCP resource {uri} of the MCP server 'lab' and tell me its status."
+    # The clients (by name in services/mcp_lab/runners/clients/pins.py) it applies to; empty: all.
+    clients: frozenset[str] = frozenset()
+    # Whether the scored model attaches the resource in its prompt (``@lab:URI``)
+    # instead of reading it with a tool.
+    attach: bool = False
+    # Whether the runner also makes a pull run (the model asks to read again).
+    pull: bool = False
+    # Whether the runner runs it twice, without and with the lab's tool.
+    tool_setups: bool = False
+    # Whether the scored model first lists the resource templates (the CLI's tool for
+    # it, when it offers one) before it reads.
+    list_templates: bool = False
+    # The ideal client (the probe) unsubscribes after this many updates, and then
+    # checks that the rest of the timeline notifies it of nothing.
+    unsubscribe_after: int | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One question the lab asks (see the module docstring)."""
+
+    name: str
+    summary: str  # one line: what a user learns from it
+    catalog: Catalog
+    watched: str  # the URI its levels score, whose subscribe starts the timeline
+    timeline: tuple[Action, ...] = (Action(),)
+    checks: CheckSession = no_checks
+    # Catalog URIs left out of resources/list (and unreadable) until an ADD shows them.
+    hidden: frozenset[str] = frozenset()
+    play: Play = field(default_factory=Play)
+    # The URI a client of this scenario reads, when it is not ``watched`` itself (a
+    # template scenario: a concrete URI of the template).
+    example_uri: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.catalog.names(self.watched):
+            raise ValueError(f"scenario {self.name}: watched {self.watched} is not served")
+        if self.example_uri is not None and not self.starts_timeline(self.example_uri):
+            raise ValueError(f"scenario {self.name}: {self.example_uri} is not {self.watched}")
+        for action in self.timeline:
+            if action.uri is not None and action.uri not in self.catalog:
+                raise ValueError(f"scenario {self.name}: {action.uri} is not served")
+        unknown = [uri for uri in self.hidden if uri not in self.catalog]
+        if unknown:
+            raise ValueError(f"scenario {self.name}: hidden {unknown} are not served")
+
+    @property
+    def read_uri(self) -> str:
+        """The URI a client is asked to read and subscribe to."""
+        return self.example_uri or self.watched
+
+    def scored_uri(self, events: list[Event]) -> str:
+        """The URI the levels score in one session's ``events``: ``watched``, or (a
+        template) the first of its resources the session named."""
+        if self.watched in self.catalog:
+            return self.watched
+        named = (e.uri for e in events if e.direction == "in" and e.uri is not None)
+        return next((u for u in named if self.starts_timeline(u)), self.read_uri)
+
+    def starts_timeline(self, uri: str) -> bool:
+        """Whether a subscribe to ``uri`` starts the timeline (else: one update)."""
+        return self.catalog.same_resource(uri, self.watched)
+
+    def jobs(self, uri: str, target: str, delay: float) -> list[contract.UpdateJob]:
+        """The jobs a subscribe of ``target`` to ``uri`` queues, ``delay`` being the
+        lab's update delay."""
+        if not self.starts_timeline(uri):
+            return [contract.UpdateJob(uri=uri, target=target, delay=delay, while_subscribed=True)]
+        return [
+            contract.UpdateJob(
+                uri=action.uri or uri,
+                target=target,
+                delay=delay + action.after,
+                action=action.kind,
+                while_subscribed=action.kind == UPDATE and action.uri is None,
+            )
+            for action in self.timeline
+        ]
