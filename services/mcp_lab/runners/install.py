@@ -12,6 +12,7 @@ by hand, and only where the installed version has it: Claude Code 2.1.88 has non
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shutil
@@ -142,26 +143,71 @@ def pypi_latest(package: str, python: str | None = None) -> str:
     return found.group(1)
 
 
-def find_python(version: str) -> str:
-    """The interpreter of Python ``version`` (``3.13``) that runs: ``python3.13`` on PATH
-    (a pyenv shim there may run nothing), else the newest ``~/.pyenv/versions/3.13.*``;
-    InstallError when there is none."""
+def _pyenv_roots() -> list[Path]:
+    """Where pyenv keeps its versions: ``$PYENV_ROOT`` (HOME need not hold it), then
+    ``~/.pyenv``."""
+    roots = [Path(os.environ["PYENV_ROOT"])] if os.environ.get("PYENV_ROOT") else []
+    return [*roots, Path.home() / ".pyenv"]
+
+
+def _pyenv_prefix(version: str) -> list[str]:
+    """``pyenv prefix VERSION``'s interpreter, when pyenv is on PATH and has it."""
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return []
+    try:
+        ran = subprocess.run([pyenv, "prefix", version], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    lines = ran.stdout.split()
+    if ran.returncode != 0 or not lines:
+        return []
+    return [str(Path(lines[0]) / "bin" / f"python{version}")]
+
+
+def python_candidates(version: str) -> list[str]:
+    """Every interpreter that may be Python ``version`` (``3.13``), in the order tried:
+    ``python3.13`` on PATH (a pyenv shim there runs only a selected version), the newest
+    ``3.13.*`` under ``$PYENV_ROOT/versions`` and ``~/.pyenv/versions``, ``pyenv prefix``."""
     name = f"python{version}"
-    pyenv = Path.home() / ".pyenv" / "versions"
-    installed = sorted(
-        (p for p in pyenv.glob(f"{version}.*/bin/{name}") if p.is_file()),
-        key=lambda p: version_key(p.parts[-3]),
-        reverse=True,
-    )
     on_path = shutil.which(name)
-    for candidate in [*([on_path] if on_path else []), *map(str, installed)]:
-        try:
-            ran = subprocess.run([candidate, "-c", "pass"], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if ran.returncode == 0:
+    installed: list[Path] = []
+    for root in _pyenv_roots():
+        installed += sorted(
+            (p for p in (root / "versions").glob(f"{version}.*/bin/{name}") if p.is_file()),
+            key=lambda p: version_key(p.parts[-3]),
+            reverse=True,
+        )
+    found = [*([on_path] if on_path else []), *map(str, installed), *_pyenv_prefix(version)]
+    return list(dict.fromkeys(found))
+
+
+def _runs_as(candidate: str, version: str) -> bool:
+    """Whether ``candidate`` starts and is Python ``version``."""
+    check = f"import sys; sys.exit(sys.version.startswith({version + '.'!r}) is False)"
+    try:
+        ran = subprocess.run([candidate, "-c", check], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ran.returncode == 0
+
+
+def find_python(version: str) -> str:
+    """The interpreter of Python ``version`` (``3.13``) that runs and is that version
+    (:func:`python_candidates`); InstallError saying how to get one when none is."""
+    name = f"python{version}"
+    tried = python_candidates(version)
+    for candidate in tried:
+        if _runs_as(candidate, version):
             return candidate
-    raise InstallError(f"{name} is needed: none runs on PATH or under {pyenv}")
+    where = ", ".join(str(root / "versions") for root in _pyenv_roots())
+    seen = f" (tried {', '.join(tried)}: none runs as {version})" if tried else ""
+    raise InstallError(
+        f"{name} is needed: none on PATH, under {where} or from `pyenv prefix`{seen}. "
+        f"Get one with `pyenv install {version}`, `uv python install {version}`, or "
+        f"your system's package (e.g. `apt-get install {name}` where it is packaged), "
+        "then run again"
+    )
 
 
 def pypi_install(

@@ -130,27 +130,78 @@ def test_a_pypi_client_names_the_python_it_needs(tmp_path: Path) -> None:
         load(path)
 
 
+def _interpreter(path: Path, exit_code: int) -> Path:
+    """A program at ``path`` that answers find_python's version check with ``exit_code``
+    (0: it is the version asked for; 1: another version; 127: a pyenv shim that runs
+    nothing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nexit {exit_code}\n")
+    path.chmod(0o755)
+    return path
+
+
 def test_the_python_a_client_needs_is_one_that_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """python3.N on PATH when it runs (a pyenv shim may not), else ~/.pyenv/versions."""
+    """python3.N on PATH when it runs as 3.N (a pyenv shim may not), else
+    $PYENV_ROOT/versions, else ~/.pyenv/versions; none: how to get one."""
     import os
-    import sys
 
     from mcp_lab.runners.install import InstallError, find_python
 
-    broken = tmp_path / "broken"
-    real = tmp_path / "home" / ".pyenv" / "versions" / "3.99.1" / "bin"
-    broken.mkdir()
-    real.mkdir(parents=True)
-    shim = broken / "python3.99"
-    shim.write_text("#!/bin/sh\necho 'pyenv: python3.99: command not found' >&2\nexit 127\n")
-    shim.chmod(0o755)
+    shim = _interpreter(tmp_path / "shims" / "python3.99", 127)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PATH", f"{broken}{os.pathsep}{os.environ['PATH']}")
-    with pytest.raises(InstallError, match=r"python3\.99 is needed: none runs"):
+    monkeypatch.delenv("PYENV_ROOT", raising=False)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(InstallError, match=r"python3\.99 is needed: none on PATH") as refused:
         find_python("3.99")
-    (real / "python3.99").symlink_to(sys.executable)
-    assert find_python("3.99") == str(real / "python3.99")
-    monkeypatch.setenv("PATH", f"{real}{os.pathsep}{os.environ['PATH']}")
-    assert find_python("3.99") == str(real / "python3.99")
+    assert "pyenv install 3.99" in str(refused.value)
+    assert "uv python install 3.99" in str(refused.value)
+    assert str(shim) in str(refused.value)
+    # HOME holds no pyenv, PYENV_ROOT names one elsewhere (a fresh HOME, a CI runner)
+    elsewhere = tmp_path / "pyenv"
+    real = _interpreter(elsewhere / "versions" / "3.99.1" / "bin" / "python3.99", 0)
+    monkeypatch.setenv("PYENV_ROOT", str(elsewhere))
+    assert find_python("3.99") == str(real)
+    # one under ~/.pyenv too, older: PYENV_ROOT's comes first
+    _interpreter(tmp_path / "home" / ".pyenv" / "versions" / "3.99.0" / "bin" / "python3.99", 0)
+    assert find_python("3.99") == str(real)
+    # on PATH and really 3.99: taken first
+    monkeypatch.setenv("PATH", f"{real.parent}{os.pathsep}{os.environ['PATH']}")
+    assert find_python("3.99") == str(real)
+
+
+def test_a_python_on_path_of_another_version_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from mcp_lab.runners.install import InstallError, find_python
+
+    liar = _interpreter(tmp_path / "bin" / "python3.99", 1)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PYENV_ROOT", raising=False)
+    monkeypatch.setenv("PATH", f"{liar.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(InstallError, match=r"none runs as 3\.99"):
+        find_python("3.99")
+
+
+def test_the_real_pyenv_is_found_with_home_an_empty_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine's own pyenv (PYENV_ROOT) with HOME empty, as a fresh HOME runs it."""
+    import os
+    import subprocess
+
+    from mcp_lab.runners.install import find_python
+
+    root = os.environ.get("PYENV_ROOT")
+    versions = sorted(Path(root, "versions").glob("3.13.*")) if root else []
+    if not versions:
+        if os.environ.get("CI") == "true" and Path("/root/.pyenv/versions").is_dir():
+            pytest.fail("CI has a pyenv but PYENV_ROOT names no 3.13")
+        pytest.skip("no pyenv with a Python 3.13 on this machine")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    found = find_python("3.13")
+    ran = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
+    assert ran.stdout.startswith("Python 3.13"), (found, ran.stdout)
