@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_lab.runners.fixture_lab import FixtureLab
+from mcp_lab import FixtureLab
 
 CLIENT = [sys.executable, str(Path(__file__).with_name("ideal_client.py"))]
 
