@@ -143,71 +143,130 @@ def pypi_latest(package: str, python: str | None = None) -> str:
     return found.group(1)
 
 
+# Finding another Python than the lab's, for a PyPI client whose file names one
+# (``[install] python = "3.13"``). Each place is cheap to look at; every candidate must
+# start and say it is that version (a pyenv shim on PATH runs only a selected version).
+_VERSION_CHECK = "import sys; print('%d.%d' % sys.version_info[:2])"
+_LOOKUP_SECONDS = 30.0  # one candidate's answer, one `pyenv prefix` or `uv python find`
+
+
 def _pyenv_roots() -> list[Path]:
-    """Where pyenv keeps its versions: ``$PYENV_ROOT`` (HOME need not hold it), then
+    """Where pyenv keeps its versions: ``$PYENV_ROOT`` (HOME need not hold it), and
     ``~/.pyenv``."""
     roots = [Path(os.environ["PYENV_ROOT"])] if os.environ.get("PYENV_ROOT") else []
-    return [*roots, Path.home() / ".pyenv"]
+    return list(dict.fromkeys([*roots, Path.home() / ".pyenv"]))
 
 
-def _pyenv_prefix(version: str) -> list[str]:
-    """``pyenv prefix VERSION``'s interpreter, when pyenv is on PATH and has it."""
-    pyenv = shutil.which("pyenv")
-    if pyenv is None:
-        return []
+def _uv_pythons() -> Path:
+    """Where uv keeps the Pythons it installs: ``$UV_PYTHON_INSTALL_DIR``, else
+    ``$XDG_DATA_HOME/uv/python`` (``~/.local/share/uv/python``)."""
+    if os.environ.get("UV_PYTHON_INSTALL_DIR"):
+        return Path(os.environ["UV_PYTHON_INSTALL_DIR"])
+    data = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(data) if os.path.isabs(data) else Path.home() / ".local" / "share"
+    return base / "uv" / "python"
+
+
+def _newest_first(found: list[Path], part: int) -> list[Path]:
+    """``found`` by the version in its path's part ``part`` (``3.13.1`` of
+    ``versions/3.13.1/bin/python3.13``), newest first."""
+    digits = re.compile(r"\d+(?:\.\d+)*")
+
+    def key(path: Path) -> tuple[object, ...]:
+        match = digits.search(path.parts[part])
+        return version_key(match.group(0) if match else "0")
+
+    return sorted((p for p in found if p.is_file()), key=key, reverse=True)
+
+
+def _output(argv: list[str]) -> str:
+    """What ``argv`` prints when it succeeds (bounded); empty when it fails or cannot run."""
     try:
-        ran = subprocess.run([pyenv, "prefix", version], capture_output=True, text=True, timeout=30)
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=_LOOKUP_SECONDS)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    lines = ran.stdout.split()
-    if ran.returncode != 0 or not lines:
-        return []
-    return [str(Path(lines[0]) / "bin" / f"python{version}")]
+        return ""
+    return ran.stdout if ran.returncode == 0 else ""
+
+
+def _asked(argv: list[str]) -> str:
+    """The first line ``argv`` prints when it succeeds; empty otherwise."""
+    lines = _output(argv).strip().splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def python_candidates(version: str) -> list[str]:
     """Every interpreter that may be Python ``version`` (``3.13``), in the order tried:
-    ``python3.13`` on PATH (a pyenv shim there runs only a selected version), the newest
-    ``3.13.*`` under ``$PYENV_ROOT/versions`` and ``~/.pyenv/versions``, ``pyenv prefix``."""
+    ``python3.13`` on PATH; the newest ``3.13.*`` under ``$PYENV_ROOT/versions`` and
+    ``~/.pyenv/versions``; what ``pyenv prefix 3.13`` names (pyenv on PATH); the newest
+    under uv's Pythons (:func:`_uv_pythons`); what ``uv python find 3.13`` names (uv on
+    PATH)."""
     name = f"python{version}"
-    on_path = shutil.which(name)
-    installed: list[Path] = []
+    found: list[str] = []
+    if on_path := shutil.which(name):
+        found.append(on_path)
     for root in _pyenv_roots():
-        installed += sorted(
-            (p for p in (root / "versions").glob(f"{version}.*/bin/{name}") if p.is_file()),
-            key=lambda p: version_key(p.parts[-3]),
-            reverse=True,
-        )
-    found = [*([on_path] if on_path else []), *map(str, installed), *_pyenv_prefix(version)]
+        installed = (root / "versions").glob(f"{version}.*/bin/{name}")
+        found += map(str, _newest_first(list(installed), -3))
+    if (pyenv := shutil.which("pyenv")) and (prefix := _asked([pyenv, "prefix", version])):
+        found.append(str(Path(prefix) / "bin" / name))
+    managed = _uv_pythons().glob(f"cpython-{version}.*/bin/{name}")
+    found += map(str, _newest_first(list(managed), -3))
+    if (uv := shutil.which("uv")) and (named := _asked([uv, "python", "find", version])):
+        found.append(named)
     return list(dict.fromkeys(found))
 
 
-def _runs_as(candidate: str, version: str) -> bool:
-    """Whether ``candidate`` starts and is Python ``version``."""
-    check = f"import sys; sys.exit(sys.version.startswith({version + '.'!r}) is False)"
-    try:
-        ran = subprocess.run([candidate, "-c", check], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return ran.returncode == 0
+def python_version(candidate: str) -> str | None:
+    """The ``X.Y`` that ``candidate`` says it is when it runs; None when it does not run
+    (a pyenv shim of a version not selected exits 127)."""
+    said = _asked([candidate, "-c", _VERSION_CHECK])
+    return said if re.fullmatch(r"\d+\.\d+", said) else None
 
 
 def find_python(version: str) -> str:
-    """The interpreter of Python ``version`` (``3.13``) that runs and is that version
-    (:func:`python_candidates`); InstallError saying how to get one when none is."""
-    name = f"python{version}"
-    tried = python_candidates(version)
-    for candidate in tried:
-        if _runs_as(candidate, version):
+    """The first interpreter of :func:`python_candidates` that runs and says it is
+    Python ``version`` (``3.13``); InstallError saying where it looked and how to get one
+    when none is."""
+    tried: list[str] = []
+    for candidate in python_candidates(version):
+        said = python_version(candidate)
+        if said == version:
             return candidate
-    where = ", ".join(str(root / "versions") for root in _pyenv_roots())
-    seen = f" (tried {', '.join(tried)}: none runs as {version})" if tried else ""
+        tried.append(f"{candidate} ({'does not run' if said is None else f'is {said}'})")
+    looked = [
+        f"python{version} on PATH",
+        *(str(root / "versions") for root in _pyenv_roots()),
+        *(["`pyenv prefix`"] if shutil.which("pyenv") else []),
+        str(_uv_pythons()),
+        *(["`uv python find`"] if shutil.which("uv") else []),
+    ]
+    seen = f"; tried {', '.join(tried)}" if tried else ""
     raise InstallError(
-        f"{name} is needed: none on PATH, under {where} or from `pyenv prefix`{seen}. "
-        f"Get one with `pyenv install {version}`, `uv python install {version}`, or "
-        f"your system's package (e.g. `apt-get install {name}` where it is packaged), "
-        "then run again"
+        f"Python {version} is needed and none was found (looked at {', '.join(looked)}{seen}). "
+        f"Get one with {python_install_hint(version)}, then run again"
     )
+
+
+def python_install_hint(version: str) -> str:
+    """How to get Python ``version`` on this machine: the system's package where its
+    package index has one (``apt-cache policy``), pyenv's or uv's install where they
+    are on PATH, else how to get uv."""
+    ways = []
+    package = f"python{version}"
+    if shutil.which("apt-cache") and re.search(
+        r"Candidate: (?!\(none\))\S+", _output(["apt-cache", "policy", package])
+    ):
+        ways.append(f"`apt-get install {package}`")
+    if shutil.which("pyenv"):
+        ways.append(f"`pyenv install {version}`")
+    if shutil.which("uv"):
+        ways.append(f"`uv python install {version}`")
+    if not ways:
+        ways.append(
+            f"`uv python install {version}` (uv: https://docs.astral.sh/uv/) or "
+            f"`pyenv install {version}` (pyenv: https://github.com/pyenv/pyenv)"
+        )
+    return " or ".join(ways)
 
 
 def pypi_install(
