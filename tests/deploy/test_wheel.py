@@ -69,7 +69,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("XDG_", "MCP_", "PYTHON", "VIRTUAL_ENV", "PIP_", "REDIS_URL"))
+        if not key.startswith(("XDG_", "MCP_", "PYTHON", "VIRTUAL_ENV", "REDIS_URL"))
     }
     env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1")
     if cache := _user_pip_cache():
