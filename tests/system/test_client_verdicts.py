@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_lab.runners import run_folders
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.definition import HTTP, STDIO, ClientDef
 from mcp_lab.runners.clients.install import Installed, cache_dir
@@ -39,14 +40,15 @@ def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientDef, Insta
 
 
 def own_runs() -> Path:
-    """The runs' folder in the test's own cache (``_own_cache``)."""
-    return cache_dir() / "runs"
+    """The runs' folder of the test's own (``_own_cache``)."""
+    return run_folders.runs_of("clients", cache_dir())
 
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runs' folders go under the test's own directory, not the user's cache."""
+    """The runs' folders go under the test's own directory."""
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
+    monkeypatch.setenv(run_folders.RUNS_ENV, str(tmp_path / "runs"))
 
 
 async def row_of(behaviour: str, transport: str = HTTP) -> Row:

@@ -10,7 +10,6 @@ npm, with ``CI=true`` they fail.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from mcp_lab.runners.clients.runs import NO_TOOL, TOOL
 from mcp_lab.runners.install import resolve_version
 from tests.support.ci import IN_CI
 from tests.support.lab import ROOT
+from tests.support.shared_run import shared_run
 
 # The first run installs the CLI (minutes); later runs take seconds.
 RUN_TIMEOUT = 900
@@ -40,22 +40,62 @@ def clean_env() -> dict[str, str]:
 
 
 def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
-    """The JSON rows of ``mcp-lab clients run ARGS`` (lab defaults otherwise)."""
+    """The JSON rows of ``mcp-lab clients run ARGS`` (lab defaults otherwise). Exit code 1
+    is a runner failure of some clients (an install that failed, a CLI that did not
+    start): their rows say so, and only their tests fail (:func:`row_of`); the run
+    itself failed when it printed no rows."""
     if shutil.which("npm") is None:
         if IN_CI:
             pytest.fail("CI=true and no npm on PATH")
         pytest.skip("no npm on PATH")
-    result = subprocess.run(
-        [sys.executable, "-m", "mcp_lab", "clients", "run", *args, "--format", "json", "--quiet"],
-        cwd=ROOT,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)["clients"]
+    asked = " ".join(a for a, b in zip(args, ("", *args), strict=False) if b == "--client")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "mcp_lab", "clients", "run", *args, "--format", "json",
+             "--quiet"],
+            cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"clients run of {asked} took over {timeout:.0f} s", pytrace=False)
+    said = result.stderr[-3000:]
+    assert result.returncode in (0, 1), f"clients run of {asked}: exit {result.returncode}\n{said}"
+    try:
+        rows = json.loads(result.stdout)["clients"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        pytest.fail(f"clients run of {asked} printed no rows:\n{said}", pytrace=False)
+    assert rows, f"clients run of {asked}: no rows\n{said}"
+    return rows
+
+
+def where(row: dict) -> str:
+    """The row's client and run, for the first words of a failure."""
+    return (f"{row['client']} {row['version']} {row['scenario']} "
+            f"({row['setup']}, {row['transport']})")  # fmt: skip
+
+
+def row_of(rows: dict, key: tuple[str, ...]) -> dict:
+    """The row of ``key`` (its client first) from a shared run; the test fails naming
+    the client when there is none, or when the runner could not run the client (its
+    install failed: that client's tests fail, the others' do not)."""
+    row = rows.get(key[0] if len(key) == 1 else key)
+    if row is None:
+        alone = [r for r in rows.values() if r["client"] == key[0] and r["scenario"] == "-"]
+        if not alone:
+            clients = sorted({r["client"] for r in rows.values()})
+            pytest.fail(f"{key[0]}: no row for {key} (rows of {clients})", pytrace=False)
+        row = alone[0]
+    return usable(row)
+
+
+def usable(row: dict) -> dict:
+    """``row``, unless the runner could not run its client: then the test fails, naming
+    the client and why (its install failed, it did not start)."""
+    if row["runner_failed"] is not None:
+        pytest.fail(f"{where(row)}: runner failed: {row['runner_failed']}", pytrace=False)
+    if row["scenario"] == "-":
+        pytest.fail(f"{where(row)}: not run: {'; '.join(row['notes'])}", pytrace=False)
+    return row
 
 
 # The agent CLIs and the Inspector the lab has scored longest: every scenario, both
@@ -64,7 +104,7 @@ def _run(*args: str, timeout: float = RUN_TIMEOUT) -> list[dict]:
 CORE = ("inspector", "claude-code", "gemini-cli", "codex", "opencode", "copilot")
 
 
-@functools.cache
+@shared_run
 def matrix() -> dict[tuple[str, str, str, str], dict]:
     """Every core client in every scenario that applies to it: one ``clients run``
     for all the tests of this module (the clients side by side, as by default)."""
@@ -74,7 +114,7 @@ def matrix() -> dict[tuple[str, str, str, str], dict]:
     return {(r["client"], r["scenario"], r["setup"], r["transport"]): r for r in rows}
 
 
-@functools.cache
+@shared_run
 def stdio_matrix() -> dict[tuple[str, str], dict]:
     """Every pinned client over stdio in ``single``, without the lab's tool: one ``clients
     run``. docs/clients.md has them in every scenario and setup; the suite keeps to one
@@ -86,7 +126,7 @@ def stdio_matrix() -> dict[tuple[str, str], dict]:
     return {(r["client"], r["setup"]): r for r in rows}
 
 
-@functools.cache
+@shared_run
 def other_version(name: str, version: str) -> dict:
     (row,) = _run("--client", name, "--version", f"{name}={version}", "--scenario", "single",
                   "--tool", "off", "--transport", HTTP)  # fmt: skip
@@ -287,7 +327,7 @@ def check_verdict(row: dict, want: Verdict, version: str) -> None:
     ("name", "setup"), list(EXPECTED), ids=[f"{n}-{s.replace(' ', '-')}" for n, s in EXPECTED]
 )
 def test_pinned_client_verdict_in_single(name: str, setup: str) -> None:
-    row = matrix()[(name, "single", setup, HTTP)]
+    row = row_of(matrix(), (name, "single", setup, HTTP))
     check_verdict(row, EXPECTED[(name, setup)], CLIENTS[name].version)
 
 
@@ -346,7 +386,7 @@ SCENARIO_EXPECTED: dict[tuple[str, str], tuple[int, dict[str, str]]] = {
     ("name", "scenario"), list(SCENARIO_EXPECTED), ids=[f"{n}-{s}" for n, s in SCENARIO_EXPECTED]
 )
 def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
-    row = matrix()[(name, scenario, NO_TOOL, HTTP)]
+    row = row_of(matrix(), (name, scenario, NO_TOOL, HTTP))
     check_the_row_is_the_clients(row)
     level, checks = SCENARIO_EXPECTED[(name, scenario)]
     assert row["level"] == level, row["notes"]
@@ -362,6 +402,8 @@ def test_pinned_client_in_each_scenario(name: str, scenario: str) -> None:
 @pytest.mark.clients
 @pytest.mark.timeout(4 * RUN_TIMEOUT)
 def test_the_matrix_has_every_scenario_that_applies_and_no_other() -> None:
+    failed = {where(r): r["notes"] for r in matrix().values() if r["scenario"] == "-"}
+    assert not failed, f"not run: {failed}"
     keys = [(n, s, setup) for n, s, setup, over in matrix() if over == HTTP]
     assert len(keys) == len(matrix())
     played = {(n, s) for n, s, setup in keys if setup == NO_TOOL and s != "single"}
@@ -386,11 +428,11 @@ STDIO_EXPECTED = {
 @pytest.mark.timeout(4 * RUN_TIMEOUT)
 @pytest.mark.parametrize("name", list(STDIO_EXPECTED))
 def test_pinned_client_over_stdio(name: str) -> None:
-    row = stdio_matrix()[(name, NO_TOOL)]
+    row = row_of(stdio_matrix(), (name, NO_TOOL))
     check_the_row_is_the_clients(row)
     assert (row["transport"], row["lab_transport"]) == (STDIO, "stdio"), row
     assert row["level"] == STDIO_EXPECTED[name], row["notes"]
-    assert row["protocol"] == matrix()[(name, "single", NO_TOOL, HTTP)]["protocol"]
+    assert row["protocol"] == row_of(matrix(), (name, "single", NO_TOOL, HTTP))["protocol"]
 
 
 # Versions other than the pins: the runner must work on them as it does on the pin
@@ -420,7 +462,7 @@ OTHER_VERSIONS = {
 @pytest.mark.timeout(2 * RUN_TIMEOUT)
 @pytest.mark.parametrize(("name", "version"), list(OTHER_VERSIONS), ids=lambda v: str(v))
 def test_other_versions_than_the_pins_get_a_verdict_of_their_own(name: str, version: str) -> None:
-    row = other_version(name, version)
+    row = usable(other_version(name, version))
     assert (row["version"], row["scenario"], row["setup"]) == (version, "single", NO_TOOL)
     check_verdict(row, OTHER_VERSIONS[(name, version)], version)
 
@@ -553,7 +595,7 @@ FIELD_EXPECTED: dict[str, int] = {
 }
 
 
-@functools.cache
+@shared_run
 def field() -> dict[str, dict]:
     """Every installable client outside CORE, in one ``clients run``."""
     names = [n for n, spec in CLIENTS.items() if n not in CORE and not spec.not_installable]
@@ -582,7 +624,7 @@ def test_every_client_of_the_field_has_an_expected_level() -> None:
 @pytest.mark.timeout(4 * RUN_TIMEOUT)
 @pytest.mark.parametrize("name", list(FIELD_EXPECTED))
 def test_a_client_of_the_field_gets_its_level_and_its_wire_agrees(name: str) -> None:
-    row = field()[name]
+    row = row_of(field(), (name,))
     notes = row["notes"]
     assert row["runner_failed"] is None, notes
     # The runner compares the tap with the lab's evidence of every session (a library

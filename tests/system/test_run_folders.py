@@ -19,7 +19,7 @@ from mcp_lab.runners.clients import history as clients_history
 from mcp_lab.runners.clients import pins
 from mcp_lab.runners.clients import runner as clients_runner
 from mcp_lab.runners.history_store import HISTORY_ENV
-from mcp_lab.runners.run_folders import invocation, invocations
+from mcp_lab.runners.run_folders import RUNS_ENV, invocation, invocations
 from mcp_lab.scenarios import registry
 from tests.support.fakes import (
     FAKE_BRIDGE,
@@ -77,6 +77,7 @@ def test_each_bridges_run_keeps_its_files_where_its_history_row_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MCP_LAB_BRIDGES_CACHE", str(tmp_path / "bridges"))
+    monkeypatch.delenv(RUNS_ENV, raising=False)  # the default (the suite moves it): by the installs
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite3"))
     spec: BridgeSpec = fake_bridge("fake-faithful")
     monkeypatch.setitem(BRIDGES, spec.name, spec)
@@ -130,6 +131,7 @@ def fake_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "clients"
     install_fakes(cache)
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(cache))
+    monkeypatch.delenv(RUNS_ENV, raising=False)  # the default (the suite moves it): by the installs
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite3"))
     monkeypatch.setitem(pins.CLIENTS, NAME, sweep_agent("1.3.0"))
     return cache / "runs"

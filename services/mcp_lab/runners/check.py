@@ -92,7 +92,7 @@ async def check(
     if transport not in client.transports:
         raise CheckError(f"{client.name} does not speak {transport} "
                          f"(its file says: {', '.join(client.transports)})")  # fmt: skip
-    with run_folders.invocation(cache_dir() / "runs") as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
         rows = await runner.run_client(
             client,
             client.version,

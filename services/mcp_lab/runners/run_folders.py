@@ -5,7 +5,10 @@ files (logs, evidence, wires) in ``<cache>/runs/<UTC stamp>-<pid>/`` (``-2``, ``
 after it when one process starts two in the same second), so that invocations side by
 side (two developers' runs, a CI run beside one's own) never write over each other's
 files, and the folders a history row names stay that run's. The installs beside
-``runs`` stay shared.
+``runs`` stay shared. ``MCP_LAB_RUNS`` moves the run folders of both runners away from
+the caches (``$MCP_LAB_RUNS/clients``, ``$MCP_LAB_RUNS/bridges``: :func:`runs_of`), the
+installs staying where they are: the test suite keeps its runs in its own temporary
+folder so, and a CI job may keep them with its artifacts.
 
 An invocation holds its folder's lock file (``.running``, an exclusive ``flock``) from
 when it starts until it ends; the system lets it go when the process dies, however it
@@ -30,7 +33,16 @@ from pathlib import Path
 # starts; a run still going never is).
 KEPT_INVOCATIONS = 20
 RUNNING = ".running"  # the lock file an invocation holds while it runs
+RUNS_ENV = "MCP_LAB_RUNS"
 _NAME = re.compile(r"\d{8}T\d{6}Z-\d+(-\d+)?")
+
+
+def runs_of(runner: str, cache: Path) -> Path:
+    """Where ``runner`` (``clients``, ``bridges``) keeps its invocations' folders:
+    ``$MCP_LAB_RUNS/<runner>`` when that is set, else ``runs`` in its ``cache``, beside
+    its installs."""
+    moved = os.environ.get(RUNS_ENV, "")
+    return Path(moved).expanduser() / runner if moved else cache / "runs"
 
 
 @contextmanager

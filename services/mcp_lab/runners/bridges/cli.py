@@ -125,7 +125,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
     finished: list[matrix.Row] = []
-    with run_folders.invocation(cache_dir() / "runs") as runs:
+    with run_folders.invocation(run_folders.runs_of("bridges", cache_dir())) as runs:
         done, interrupted = run_until_interrupted(
             runner.run_bridges(
                 names,

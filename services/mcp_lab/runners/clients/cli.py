@@ -183,7 +183,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
     finished: list[matrix.Row] = []
     chosen = [clients[name] for name in names]
-    with run_folders.invocation(cache_dir() / "runs") as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
         done, interrupted = run_until_interrupted(
             runner.run_clients(
                 chosen,
@@ -218,8 +218,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         total = sum(runner.count_rows(c, scenarios, args.tool, args.transport) for c in chosen)
         shown = "the matrix above has only those" if rows else "nothing to show or keep"
         marked = ", kept in the history as interrupted" if kept else ""
-        runner.say_on_stderr(f"interrupted: {len(rows)} of {total} row(s) finished; "
-                             f"{shown}{marked}")
+        runner.say_on_stderr(
+            f"interrupted: {len(rows)} of {total} row(s) finished; {shown}{marked}"
+        )
         return INTERRUPTED_EXIT
     failed = sorted({f"{r.client} {r.version}" for r in rows if r.runner_failed is not None})
     if failed:  # said even with --quiet: the exit code's reason

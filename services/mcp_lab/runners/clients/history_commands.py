@@ -159,7 +159,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"mcp-lab: {exc}", file=sys.stderr)
             return 2
 
-    with run_folders.invocation(cache_dir() / "runs") as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
 
         async def one(version: str) -> list[Row]:
             rows = await runner.run_client(
