@@ -462,7 +462,13 @@ async def test_server_killed_and_restarted_on_its_port(when: str) -> None:
     old_expected = 1 if when == "after the flow" else 0  # the session dies with the server
     async with (
         fault_case(SERVER_KILL, when, old_expected + 1) as case,
-        rig(delay="0.5" if when == "after the flow" else "4") as lab,
+        # A heartbeat that outlives any restart: a restart that took longer than the
+        # default 15 s (a loaded machine) would let the new replica sweep the old
+        # session as its dead replica's (test_server_killed_during_a_fan_out covers it).
+        rig(
+            delay="0.5" if when == "after the flow" else "4",
+            replica_heartbeat_seconds="600",
+        ) as lab,
     ):
         old_name = unique("server-old")
         with anyio.fail_after(90):
