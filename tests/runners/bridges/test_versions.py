@@ -16,7 +16,14 @@ from mcp_lab import protocol
 from mcp_lab.contract import Event
 from mcp_lab.runners.bridges import history, matrix
 from mcp_lab.runners.bridges.output import bridge_said
-from mcp_lab.runners.bridges.run import Cut, Outcome, RunPlan, flow_bound
+from mcp_lab.runners.bridges.run import (
+    Cut,
+    Outcome,
+    ProbeStep,
+    RunPlan,
+    _flow_timeout,
+    flow_bound,
+)
 from mcp_lab.runners.bridges.runner import run_bridge
 from mcp_lab.runners.bridges.specs import BRIDGES, STATELESS, Ends, direction
 from mcp_lab.runners.bridges.verdict import (
@@ -282,3 +289,11 @@ def test_a_stateless_bridges_lost_subscription_is_dropped_not_not_reached() -> N
     assert cell.mark == DROPPED and "keeps no session" in cell.detail
     outcome.events[1] = lab_event(protocol.UNSUBSCRIBE, "s4", uri)
     assert _notified(_Sides(outcome, plan.scenario, uri), 1, True).mark == NOT_REACHED
+
+
+def test_a_flow_out_of_time_says_how_and_where_it_was() -> None:
+    step = ProbeStep("subscribe", 0, {})
+    assert _flow_timeout(46, False, [step]) == (
+        "the reference client's flow made no step for 46 s (its last step 'subscribe')"
+    )
+    assert _flow_timeout(46, True, []) == "the reference client's flow took over 184 s (no step)"

@@ -61,6 +61,7 @@ DEFAULT_TIMEOUT = 8.0
 _LISTEN_SECONDS = 30.0  # a bridge serving HTTP or SSE listens on its port within this
 _POLL_SECONDS = 0.05
 _SLACK_SECONDS = 30.0  # the whole flow may take this long beyond its notifications
+_FLOW_BOUNDS = 4  # a flow that keeps making steps ends within this many of its bounds
 # A loop of the lab's own (relay, updater) that failed and restarted: what it was
 # doing is lost (a list_changed the relay was sending is not sent again).
 _LAB_FAULT = re.compile(r"\[(relay|updater)\] unexpected error")
@@ -298,8 +299,14 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
                 _resume_cut(lab, lab_tap, outcome.cut, hold, bound, plan.timeout)
             )
 
+        loop = asyncio.get_running_loop()
+        ceiling = loop.time() + bound * _FLOW_BOUNDS
+        watch = asyncio.timeout(bound)
+
         def on_step(step: str, **fields: Any) -> None:
             outcome.steps.append(ProbeStep(step, _now_ms(), fields))
+            if not watch.expired():  # each step gives the flow another bound, to a ceiling
+                watch.reschedule(min(loop.time() + bound, ceiling))
 
         probe = Probe(
             url, plan.scenario.read_uri, plan.timeout, "legacy", None,
@@ -308,11 +315,12 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
         )  # fmt: skip
         outcome.started_ms = _now_ms()
         waits.now(f"waiting for the reference client's flow through the bridge "
-                  f"(up to {bound:.0f} s)")  # fmt: skip
+                  f"(up to {bound:.0f} s for each step)")  # fmt: skip
         try:
-            outcome.exit_code = await asyncio.wait_for(probe.run(), bound)
+            async with watch:
+                outcome.exit_code = await probe.run()
         except TimeoutError:
-            outcome.failure = f"the reference client's flow took over {bound:.0f} s"
+            outcome.failure = _flow_timeout(bound, loop.time() >= ceiling, outcome.steps)
         finally:
             if cutter is not None:
                 cutter.cancel()
@@ -327,9 +335,20 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
 
 
 def flow_bound(plan: RunPlan) -> float:
-    """How long the reference client's whole flow may take, its connection to a slow
-    bridge included: each notification's wait, and :data:`_SLACK_SECONDS` beyond."""
+    """How long the reference client's whole flow takes on an idle machine at most, its
+    connection to a slow bridge included: each notification's wait, and
+    :data:`_SLACK_SECONDS` beyond. The flow fails once it goes that long without a step
+    (a bridge that starts a process for every request, on a loaded machine, is slow but
+    goes on), or once it has taken :data:`_FLOW_BOUNDS` of them in all."""
     return plan.timeout * (len(plan.scenario.timeline) + 1) + _SLACK_SECONDS
+
+
+def _flow_timeout(bound: float, at_ceiling: bool, steps: list[ProbeStep]) -> str:
+    """The failure of a flow that ran out of time, and where it was."""
+    last = f"its last step {steps[-1].step!r}" if steps else "no step"
+    if at_ceiling:
+        return f"the reference client's flow took over {bound * _FLOW_BOUNDS:.0f} s ({last})"
+    return f"the reference client's flow made no step for {bound:.0f} s ({last})"
 
 
 def lab_faults(lines: list[str]) -> list[str]:
