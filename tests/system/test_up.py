@@ -605,7 +605,7 @@ def test_the_updater_starts_once_the_server_listens(tmp_path) -> None:
 
 def test_the_updater_starts_without_the_servers_ready_line(tmp_path) -> None:
     """At log level WARNING the server never prints its ready line: the updater
-    starts anyway (a few seconds later), and applies a triggered job."""
+    starts anyway (once the server's port takes a connection), and applies a triggered job."""
     env = up_env(tmp_path, log_level="WARNING")
     command = [sys.executable, "-m", "mcp_lab", "up", "--port", str(free_port())]
     up = LabProcess("up", [*command, "--redis-port", str(free_port())], env)

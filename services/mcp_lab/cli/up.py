@@ -42,12 +42,13 @@ _STOP_TIMEOUT_SECONDS = 5
 _PING_TIMEOUT_SECONDS = 3
 # How long the embedded Redis may take to answer (loading a large data directory).
 _REDIS_START_SECONDS = 10
-# The updater starts once the server logs this (the server is listening), so that
-# its imports do not take CPU from the server's on the way to the first initialize;
-# at the latest this long after the server (its ready line is INFO: a quieter log
-# level never shows it). Jobs queued meanwhile wait in Redis for it.
+# The updater starts once the server logs this or its port takes a connection (its
+# ready line is INFO: a quieter log level never shows it), so that its imports do not
+# take CPU from the server's on the way to the first initialize; at the latest this
+# long after the server (a loaded machine). Jobs queued meanwhile wait in Redis for it.
 SERVER_READY = "[lab] server ready"
-_UPDATER_AT_LATEST_SECONDS = 3.0
+_UPDATER_AT_LATEST_SECONDS = 60.0
+_LISTEN_POLL_SECONDS = 0.1
 # The exit code of ``mcp-lab server`` when it cannot listen on its port.
 SERVER_CANNOT_LISTEN = 3
 
@@ -358,7 +359,7 @@ def _run(
         if embedded is not None and not _wait_for_redis(embedded, processes, stopping):
             return _supervise(processes, lock, stopping)  # stopped while Redis started
         # The banner once the server listens (or is late): never after it failed.
-        if _server_ready_or_late(server_ready, processes["server"], stopping):
+        if _server_ready_or_late(server_ready, processes["server"], stopping, settings):
             with lock:
                 print(banner(settings, redis_url, embedded), flush=True)
             processes["updater"] = _spawn("updater", env, lock)
@@ -372,17 +373,35 @@ def _run(
 
 
 def _server_ready_or_late(
-    ready: threading.Event, server: subprocess.Popen[bytes], stopping: threading.Event
+    ready: threading.Event,
+    server: subprocess.Popen[bytes],
+    stopping: threading.Event,
+    settings: LabSettings,
 ) -> bool:
-    """Wait (at most _UPDATER_AT_LATEST_SECONDS) for the server's ready line; False
-    when the server died or up is being stopped meanwhile (no updater is started)."""
+    """Wait (at most _UPDATER_AT_LATEST_SECONDS) for the server's ready line or its port
+    taking a connection; False when the server died or up is being stopped meanwhile
+    (no updater is started)."""
     deadline = time.monotonic() + _UPDATER_AT_LATEST_SECONDS
-    while not ready.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+    address = (_local(settings.host), settings.port)
+    while not ready.wait(_LISTEN_POLL_SECONDS):
         if stopping.is_set() or server.poll() is not None:
             return False
-        if time.monotonic() >= deadline:
+        if _takes_connections(address) or time.monotonic() >= deadline:
             break
     return True
+
+
+def _local(host: str) -> str:
+    """Where up reaches a server listening on ``host`` (every address: loopback)."""
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def _takes_connections(address: tuple[str, int]) -> bool:
+    try:
+        with socket.create_connection(address, timeout=_LISTEN_POLL_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 def _wait_for_redis(
