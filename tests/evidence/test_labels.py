@@ -58,7 +58,7 @@ async def test_a_session_has_one_label_on_the_dashboard_in_its_exports_and_in_th
     for page in (await _exported_html(url), await _exported_html(url)):
         assert f'data-session="{label}"' in page and session_id not in page
 
-    # What `mcp-lab report` renders (services/mcp_lab/cli/main.py: build, then the lab's labels).
+    # What `mcp-lab report` renders (mcp_lab/cli/state_commands.py: build, then the lab's labels).
     redis = state.connect(redis_url)
     try:
         made = await build.build(redis)
