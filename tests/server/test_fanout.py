@@ -1,4 +1,4 @@
-"""One publish to many sessions (the relay's fan-out, services/mcp_lab/server/relay.py) on an
+"""One publish to many sessions (the relay's fan-out, services/mcp_lab/server/fanout.py) on an
 in-process server: every session notified once, on its GET stream, with an event id
 it can resume from; one evidence record per session with the right delivered flag;
 the version read once per publish, not once per session."""
@@ -13,7 +13,7 @@ import pytest
 
 from mcp_lab import contract
 from mcp_lab.catalog import REVIEW_STATUS
-from mcp_lab.server import mcp_adapter
+from mcp_lab.server import fanout
 from mcp_lab.server.resume.eventstore import entry_of
 from tests.support.sse import (
     CHANNEL,
@@ -134,7 +134,7 @@ def test_a_prepared_notification_is_what_the_sdk_would_write(notification) -> No
         )
     else:
         sdk = mcp_types.JSONRPCNotification(jsonrpc="2.0", method=data["method"])
-    prepared = mcp_adapter.prepared_notification(notification)
+    prepared = fanout.prepared_notification(notification)
     # The transport's SSE writer and the resume store serialise with these options.
     wire = {"by_alias": True, "exclude_unset": True}
     assert prepared.model_dump_json(**wire) == sdk.model_dump_json(**wire)

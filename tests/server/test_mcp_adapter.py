@@ -11,7 +11,7 @@ from tests.support.lab import ROOT
 def test_the_installed_sdk_is_the_one_the_adapter_was_checked_against() -> None:
     assert mcp_adapter.unchecked_versions() == [], (
         "fastmcp/mcp changed: re-check every private access and every behaviour listed in "
-        "services/mcp_lab/server/mcp_adapter.py, then update CHECKED_VERSIONS and the pins"
+        "services/mcp_lab/server/mcp_adapter/, then update CHECKED_VERSIONS and the pins"
     )
 
 

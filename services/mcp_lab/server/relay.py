@@ -25,10 +25,10 @@ round.
 One round is one fan-out: the versions not named are read once per state scope
 and URI, and the Streamable HTTP sessions' GET streams are written to together
 (each notification built once, the resume events stored together, the evidence
-records written together; see ``Relay._fan_out`` and docs/performance.md,
+records written together; see :mod:`mcp_lab.server.fanout` and docs/performance.md,
 "Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified
-through their own senders. Each send is bounded, so one stuck client does not
-hold up the others.
+through their own senders (:mod:`mcp_lab.server.notify`). Each send is bounded, so
+one stuck client does not hold up the others.
 """
 
 from __future__ import annotations
@@ -37,36 +37,25 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, cast
 
-import anyio
-import mcp_types
-from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, EventStore
-from mcp_types import JSONRPCMessage
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mcp_lab import contract, logs, protocol, state
 from mcp_lab.catalog import Catalog
-from mcp_lab.contract import Peer
-from mcp_lab.evidence.recorder import Recorder, Sent, now_ms
-from mcp_lab.logs import event, events
-from mcp_lab.process import heap
+from mcp_lab.evidence.recorder import Recorder
 from mcp_lab.process.reconnect import keep_running
-from mcp_lab.server import mcp_adapter
 from mcp_lab.server.fair_queue import FairQueue
-from mcp_lab.server.mcp_adapter import PreparedNotification
-from mcp_lab.server.resume.eventstore import store_events
+from mcp_lab.server.notify import Notifier
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 from mcp_lab.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.relay")
 
-UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
-_SEND_TIMEOUT_SECONDS = 5.0
+LIST_CHANGED = protocol.LIST_CHANGED
 _SHOWN_PAYLOAD_CHARS = 120
 # How many messages one look at the channel reads at most, and how many
 # notifications may wait in the relay's queue (past it they wait on the channel).
@@ -74,96 +63,6 @@ _DRAIN_MESSAGES = 5_000
 _MAX_QUEUED = 100_000
 # How many sessions one round serves at most (one update each).
 _ROUND_SESSIONS = 1_000
-_NO_STREAM = "delivered=no (no open GET stream)"
-# Event loop rounds a fan-out yields for the GET streams' writers before its
-# bookkeeping (measured: enough for 1,000 sessions' notifications to reach the socket).
-_WRITER_ROUNDS = 12
-
-
-async def _let_writers_run() -> None:
-    """Yield to the event loop for a few rounds, so that the GET streams' writers
-    woken by a fan-out's puts write the notifications before the fan-out's own
-    bookkeeping (evidence records, log lines) takes the CPU: each round lets every
-    ready task take one step, and a notification's way from the queue to the
-    socket is a handful of steps (the SDK's stream writer, sse-starlette, the ASGI
-    send chain). Bounded: the bookkeeping waits at most these rounds."""
-    for _ in range(_WRITER_ROUNDS):
-        await asyncio.sleep(0)
-
-
-def _failed(exc: BaseException) -> str:
-    return f"delivered=no (send failed: {type(exc).__name__})"
-
-
-def _log(outcomes: list[_Outcome]) -> None:
-    """The log lines of sent notifications, in the order they were put."""
-    lines: list[tuple[str, str, Peer, str]] = []
-    for o in outcomes:
-        peer = o.target.peer
-        if o.method == UPDATED:
-            lines.append(("resource/update", f"uri={o.uri} version={o.version}", peer, ""))
-            lines.append(("notification/send", f"{UPDATED} uri={o.uri}", peer, o.problem))
-        else:
-            lines.append(("notification/send", o.method, peer, o.problem))
-    events(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """One notification sent (or not), to log and record."""
-
-    target: Subscriber
-    method: str
-    uri: str
-    version: int | str | None
-    delivered: bool
-    problem: str
-    ts_ms: int
-    due_ms: int | None
-
-    def sent(self) -> Sent:
-        uri = self.uri if self.method == UPDATED else None
-        version = self.version if isinstance(self.version, int) and uri else None
-        due = self.due_ms if uri else None
-        return Sent(self.target.peer, self.method, uri, version, self.delivered, self.ts_ms, due)
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """One subscriber of an update: the URI, the version to tell it, when it was due."""
-
-    target: Subscriber
-    uri: str
-    version: int | str | None
-    due_ms: int | None
-
-
-# A subscriber with the update it is to hear of.
-_Update = tuple[Subscriber, contract.UpdateMessage]
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """One event of a fan-out, on its way to a session's GET stream."""
-
-    target: Subscriber
-    uri: str
-    method: str
-    version: int | str | None
-    event: EventMessage
-    due_ms: int | None
-
-    def outcome(self, delivered: bool, problem: str) -> _Outcome:
-        return _Outcome(
-            self.target,
-            self.method,
-            self.uri,
-            self.version,
-            delivered,
-            problem,
-            now_ms(),
-            self.due_ms,
-        )
 
 
 class RelayState(StrEnum):
@@ -193,7 +92,7 @@ class Relay:
         self._catalog = catalog
         self._redis = redis
         self._registry = registry
-        self._recorder = recorder
+        self._notifier = Notifier(settings, redis, registry, recorder)
         # Pub/sub blocks on the socket between messages: no read timeout there.
         # Payloads stay bytes, so one that is not UTF-8 is a bad message, not an error.
         self._pubsub_redis = state.connect(
@@ -286,7 +185,7 @@ class Relay:
                         target.peer.session,
                     )
                     update = contract.UpdateMessage(uri, target.peer.session, current)
-                    await self._notify_all([(target, update)])
+                    await self._notifier.notify_all([(target, update)])
         relisted = await self._reconcile_listed()
         logger.info(
             "[relay] reconcile checked=%d notified=%d list_changed=%d", checked, notified, relisted
@@ -311,7 +210,7 @@ class Relay:
                 logs.shorten(",".join(sorted(new))),
                 logs.shorten(target.peer.session),
             )
-            await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
+            await self._notifier.send(target, LIST_CHANGED, None, None, target.send_list_changed())
             sent += 1
         return sent
 
@@ -397,7 +296,7 @@ class Relay:
             if not self._already_told(target, message)
         ]
         await asyncio.gather(
-            self._notify_all(updates), *(self._list_changed(message) for message in listed)
+            self._notifier.notify_all(updates), *(self._list_changed(message) for message in listed)
         )
 
     async def _list_changed(self, message: contract.UpdateMessage) -> None:
@@ -416,7 +315,10 @@ class Relay:
             if listener.told_listed is not None:
                 listener.told_listed.add(message.uri)
         await asyncio.gather(
-            *(self._send(t, LIST_CHANGED, None, None, t.send_list_changed()) for t in listeners)
+            *(
+                self._notifier.send(t, LIST_CHANGED, None, None, t.send_list_changed())
+                for t in listeners
+            )
         )
 
     @staticmethod
@@ -435,212 +337,6 @@ class Relay:
         )
         return True
 
-    async def _notify_all(self, targets: list[_Update]) -> None:
-        """Notify each target of its update (of one URI or of many): the versions not
-        named read once per state scope and URI (not per session), the Streamable HTTP
-        sessions' GET streams written to together (:meth:`_fan_out`), every other
-        subscriber through its own sender. Concurrently, each bounded: one stuck
-        client must not hold up the others."""
-        if not targets:
-            return
-        versions = await self._versions(targets)
-        direct: list[_Target] = []
-        others: list[_Target] = []
-        for (target, message), version in zip(targets, versions, strict=True):
-            uri = message.uri
-            if isinstance(version, int):
-                target.known[uri] = max(version, target.known.get(uri, 0))
-            stream = target.get_stream
-            one = _Target(target, uri, version, message.due_ms)
-            (direct if stream is not None and stream.usable else others).append(one)
-        await asyncio.gather(self._fan_out(direct), *(self._notify(one) for one in others))
-
-    async def _versions(self, targets: list[_Update]) -> list[int | str | None]:
-        """Per target, the version to tell: its message's, else the current one of
-        its state scope, read once per scope and URI (``"?"`` if Redis could not say)."""
-        scope_of = self._settings.state_scope
-
-        def where(target: Subscriber, message: contract.UpdateMessage) -> tuple[str, str]:
-            return contract.scope_of(target.peer.session, scope_of), message.uri
-
-        unnamed = list(dict.fromkeys(where(t, m) for t, m in targets if m.version is None))
-        read = await asyncio.gather(*(self._read_version(scope, uri) for scope, uri in unnamed))
-        current = dict(zip(unnamed, read, strict=True))
-        return [m.version if m.version is not None else current[where(t, m)] for t, m in targets]
-
-    def _prepared(self, uri: str) -> list[tuple[str, PreparedNotification]]:
-        """The notifications of one update, as the SDK would build them, built once."""
-        updated = mcp_types.ResourceUpdatedNotification(
-            params=mcp_types.ResourceUpdatedNotificationParams(uri=uri)
-        )
-        prepared = [(UPDATED, mcp_adapter.prepared_notification(updated))]
-        if self._settings.send_list_changed:
-            changed = mcp_types.ResourceListChangedNotification()
-            prepared.append((LIST_CHANGED, mcp_adapter.prepared_notification(changed)))
-        return prepared
-
-    async def _fan_out(self, targets: list[_Target]) -> None:
-        """Notify Streamable HTTP sessions by writing to their GET streams directly,
-        as the SDK's message router would: each URI's notification built and
-        serialised once; every session's event stored for resumption (together, see
-        :func:`store_events`; each gets its own event id), then put on the session's
-        GET stream queue if one is open. A queue that is full (a client not
-        reading) gets a bounded wait of its own; the rest are recorded at once.
-        Delivered: the lab saw the GET stream open and the put succeeded."""
-        if not targets:
-            return
-        prepared = {uri: self._prepared(uri) for uri in dict.fromkeys(t.uri for t in targets)}
-        entries: list[tuple[EventStore, str, JSONRPCMessage]] = []
-        for one in targets:
-            store = cast(mcp_adapter.GetStream, one.target.get_stream).event_store
-            if store is not None:
-                entries += [(store, GET_STREAM_KEY, message) for _, message in prepared[one.uri]]
-        ids = iter(await self._store(entries))
-        outcomes: list[_Outcome] = []
-        blocked: list[tuple[_Pending, list[_Pending]]] = []
-        # The puts and the writers' rounds allocate in a burst; a collection then
-        # would hold up every notification (services/mcp_lab/process/heap.py). Bounded: no I/O here.
-        with heap.collection_deferred():
-            self._put_all(targets, prepared, ids, outcomes, blocked)
-            # Logged before anything else runs: a client's re-read prompted by the
-            # notification must not reach the log before the notification does.
-            _log(outcomes)
-            try:
-                if outcomes:
-                    await _let_writers_run()
-            finally:
-                # Cancelled (shutdown) right after the puts, the notifications are
-                # on their way: their records are still written (the writer is
-                # flushed after the relay stops).
-                await self._record(outcomes)
-        if blocked:
-            late = await asyncio.gather(*(self._push(first, rest) for first, rest in blocked))
-            await self._record([outcome for some in late for outcome in some])
-
-    def _put_all(
-        self,
-        targets: list[_Target],
-        prepared: dict[str, list[tuple[str, PreparedNotification]]],
-        ids: Iterator[str | None],
-        outcomes: list[_Outcome],
-        blocked: list[tuple[_Pending, list[_Pending]]],
-    ) -> None:
-        """Put each target's events on its GET stream queue, without waiting: an
-        outcome for each, or (a full queue) the events left for :meth:`_push`."""
-        for one in targets:
-            stream = cast(mcp_adapter.GetStream, one.target.get_stream)
-            kept = stream.event_store is not None
-            queue = stream.queue()
-            can_deliver = self._registry.can_deliver(one.target)
-            pending = []
-            for method, message in prepared[one.uri]:
-                event = EventMessage(message, next(ids) if kept else None)
-                pending.append(
-                    _Pending(one.target, one.uri, method, one.version, event, one.due_ms)
-                )
-            for at, item in enumerate(pending):
-                if queue is None:  # the SDK would store it and drop it, as here
-                    outcomes.append(item.outcome(False, _NO_STREAM))
-                    continue
-                try:
-                    queue.send_nowait(item.event)
-                except anyio.WouldBlock:
-                    blocked.append((item, pending[at + 1 :]))
-                    break
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    outcomes.append(item.outcome(False, _failed(exc)))
-                else:
-                    problem = "" if can_deliver else _NO_STREAM
-                    outcomes.append(item.outcome(can_deliver, problem))
-
-    async def _store(
-        self, entries: list[tuple[EventStore, str, JSONRPCMessage]]
-    ) -> list[str | None]:
-        """Store the fan-out's events for resumption. No timeout of its own, as for
-        the SDK's ``store_event``: the batch writer bounds each round trip, and on a
-        Redis that fails the events go out without ids (logged by the store). A
-        timeout here could not take back a write still queued, whose event would
-        then be replayed with an id the client never saw."""
-        if not entries:
-            return []
-        return await store_events(entries)
-
-    async def _push(self, first: _Pending, rest: list[_Pending]) -> list[_Outcome]:
-        """Put events on a GET stream whose queue is full, each send bounded and
-        logged as soon as it is done (no event-loop turn between)."""
-        outcomes = []
-        for item in [first, *rest]:
-            outcome = await self._push_one(item)
-            _log([outcome])
-            outcomes.append(outcome)
-        return outcomes
-
-    async def _push_one(self, item: _Pending) -> _Outcome:
-        queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
-        if queue is None:
-            return item.outcome(False, _NO_STREAM)
-        try:
-            async with asyncio.timeout(_SEND_TIMEOUT_SECONDS):
-                await queue.send(item.event)
-        except Exception as exc:
-            logger.warning(
-                "[relay] sending %s to session=%s failed: %r",
-                item.method,
-                item.target.peer.session,
-                exc,
-            )
-            return item.outcome(False, _failed(exc))
-        delivered = self._registry.can_deliver(item.target)
-        return item.outcome(delivered, "" if delivered else _NO_STREAM)
-
-    async def _record(self, outcomes: list[_Outcome]) -> None:
-        """The evidence records of sent notifications, in one batch: while they are
-        written, the GET streams' writers put the notifications on the wire."""
-        if outcomes:
-            await self._recorder.sent_many([o.sent() for o in outcomes])
-
-    async def _notify(self, one: _Target) -> None:
-        """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
-        target, version, uri = one.target, one.version, one.uri
-        event("resource/update", f"uri={uri} version={version}", target.peer)
-        await self._send(target, UPDATED, uri, version, target.send_updated(uri), one.due_ms)
-        if self._settings.send_list_changed:
-            await self._send(target, LIST_CHANGED, None, None, target.send_list_changed())
-
-    async def _send(
-        self,
-        target: Subscriber,
-        method: str,
-        uri: str | None,
-        version: object,
-        sending: Awaitable[None],
-        due_ms: int | None = None,
-    ) -> None:
-        """Send one notification and record it: delivered only if a stream was open
-        when it went out and the send completed."""
-        peer = target.peer
-        delivered = self._registry.can_deliver(target)
-        problem = "" if delivered else _NO_STREAM
-        try:
-            # Awaited here, not in a task of its own (as wait_for would): the line
-            # below is logged before the client could answer the notification.
-            async with asyncio.timeout(_SEND_TIMEOUT_SECONDS):
-                await sending
-        except Exception as exc:
-            delivered = False
-            problem = _failed(exc)
-            logger.warning("[relay] sending %s to session=%s failed: %r", method, peer.session, exc)
-        detail = f"{method} uri={uri}" if uri else method
-        event("notification/send", detail, peer, problem)
-        recorded_version = version if isinstance(version, int) else None
-        await self._recorder.sent(peer, method, uri, recorded_version, delivered, due_ms)
-
     async def _current_version(self, target: Subscriber, uri: str) -> int | str:
         scope = contract.scope_of(target.peer.session, self._settings.state_scope)
-        return await self._read_version(scope, uri)
-
-    async def _read_version(self, scope: str, uri: str) -> int | str:
-        try:
-            return await state.read_version(self._redis, scope, uri)
-        except (RedisError, OSError):
-            return "?"
+        return await self._notifier.read_version(scope, uri)

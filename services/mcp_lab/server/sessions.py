@@ -35,7 +35,7 @@ class Subscriber:
     # subscribed): after an outage the relay notifies what is newer.
     known: dict[str, int] = field(default_factory=dict)
     # The GET stream of a Streamable HTTP session, written to directly by a
-    # fan-out (see mcp_lab.server.relay); None: notify through send_updated.
+    # fan-out (see mcp_lab.server.fanout); None: notify through send_updated.
     get_stream: GetStream | None = None
     # The scenario's hidden resources listed in this subscriber's scope that it was
     # told of with list_changed (or that were listed before it came): after an
