@@ -1,10 +1,9 @@
 """The Redis contract between the server and the updater.
 
-Everything the two processes agree on about Redis is named here and nowhere
-else: the key and stream names, and the format of the messages on the updates
-channel and the job stream. What the resources are and what they say is in
-:mod:`mcp_lab.catalog`. Both processes import both modules; nothing but Redis
-passes between them.
+Everything the two processes agree on about Redis is named here and nowhere else: the
+key and stream names, and the format of the messages on the updates channel and the job
+stream. What the resources are and what they say is in :mod:`mcp_lab.catalog`. Both
+processes import both modules; nothing but Redis passes between them.
 
 Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``):
 
@@ -16,12 +15,11 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  others take over the pending jobs of a consumer without one
 ``mcp:events``                   stream of evidence: every message in and notification out
 ``mcp:events:lost``              stream of counts of events that could not be recorded
-``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``, or a
-                                 server that plays another scenario than the last run); a
-                                 run's id is above every event before it and below every
-                                 event after it (``evidence.reader.start_run``); fields
-                                 ``reason``, ``scenario`` (the one it is played and scored
-                                 under) and ``previous_scenario`` (the one played before)
+``mcp:runs``                     stream of observation-run starts (``mcp-lab reset``, or a server
+                                 that plays another scenario than the last run); a run's id is
+                                 above every event before it and below every event after it
+                                 (``evidence.reader.start_run``); fields ``reason``, ``scenario``
+                                 (played and scored under), ``previous_scenario`` (played before)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
 ``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
@@ -68,8 +66,7 @@ def state_key(scope: str, uri: str) -> str:
     return f"{STATE_KEY_PREFIX}{scope}:{uri}"
 
 
-# Default lifetime of an updater's heartbeat (setting MCP_TEST_UPDATER_HEARTBEAT_SECONDS).
-UPDATER_HEARTBEAT_SECONDS = 15
+UPDATER_HEARTBEAT_SECONDS = 15  # default heartbeat lifetime (MCP_TEST_UPDATER_HEARTBEAT_SECONDS)
 
 
 def updater_heartbeat_key(consumer: str) -> str:
@@ -77,16 +74,14 @@ def updater_heartbeat_key(consumer: str) -> str:
     return f"mcp:updater:{consumer}:alive"
 
 
-# Resumable Streamable HTTP streams. Every SSE event a session is sent is kept
-# in its resume stream; an event's id (the ``Last-Event-ID`` a client resumes
-# with) is the stream entry id and the entry's random ``tag``, ``<entry id>_<tag>``
-# (services/mcp_lab/server/resume/eventstore.py), so it cannot be guessed from the time.
-# An entry with an empty ``message`` is a priming event: it carries an id and no message.
+# Resumable Streamable HTTP streams: every SSE event a session is sent is kept in its
+# resume stream; an entry with an empty ``message`` is a priming event (an id, no message).
+# An event's id (the ``Last-Event-ID`` a client resumes with) is ``<entry id>_<tag>``, with
+# the entry's random ``tag``: not guessable from the time (server/resume/eventstore.py).
 RESUME_STREAM_FIELD = "stream"
 RESUME_MESSAGE_FIELD = "message"
 RESUME_TAG_FIELD = "tag"
-# Default lifetime of a replica's heartbeat (setting MCP_TEST_REPLICA_HEARTBEAT_SECONDS).
-REPLICA_HEARTBEAT_SECONDS = 15
+REPLICA_HEARTBEAT_SECONDS = 15  # default heartbeat lifetime (MCP_TEST_REPLICA_HEARTBEAT_SECONDS)
 
 
 def resume_key(session: str) -> str:
@@ -128,8 +123,7 @@ def is_event_id(value: str) -> bool:
     return bool(dash) and millis.isdigit() and seq.isdigit() and len(value) <= 41
 
 
-# The name of the scenario the running lab plays (set by the server at start).
-SCENARIO_KEY = "mcp:scenario"
+SCENARIO_KEY = "mcp:scenario"  # the scenario the running lab plays (set by the server at start)
 # The secret under which the dashboard labels sessions (mcp_lab.evidence.labels).
 LABEL_SECRET_KEY = "mcp:dashboard:label-secret"
 LISTED_KEY_PREFIX = "mcp:listed:"
@@ -161,27 +155,24 @@ MESSAGE_KINDS = frozenset({UPDATED_KIND, LISTED_KIND})
 
 @dataclass(frozen=True, slots=True)
 class UpdateMessage:
-    """One update on the updates channel, after parsing (one payload may carry many:
-    see :func:`parse_update_messages`).
+    """One update on the updates channel, parsed (:func:`parse_update_messages`).
 
-    ``session`` is None when every subscribed session should be notified;
-    ``version`` is None when the sender did not say (a bare URI). ``due_ms`` is when
-    the lab promised the update (a job's entry time plus its delay, ms since the
-    epoch), None for a hand-made publish: the relay records it with the notification,
-    so the report can tell the lab's lateness from the client's.
+    ``session`` is None when every subscribed session should be notified; ``version``
+    is None when the sender did not say (a bare URI). ``due_ms`` is when the lab promised
+    the update (a job's entry time plus its delay, ms since the epoch), None for a
+    hand-made publish: the relay records it with the notification, so the report can
+    tell the lab's lateness from the client's.
     """
 
     uri: str
     session: str | None = None
     version: int | None = None
-    # :data:`UPDATED_KIND` (the resource changed) or :data:`LISTED_KIND` (the
-    # resource was added to the list: send list_changed).
+    # UPDATED_KIND (the resource changed) or LISTED_KIND (it was listed: send list_changed).
     kind: str = UPDATED_KIND
     due_ms: int | None = None
 
     def encode(self) -> str:
-        """The wire form: JSON with ``uri`` and, when known, ``session``, ``version``,
-        ``due`` and (for a new resource) ``kind``."""
+        """Wire form: JSON of ``uri`` and the known ``session``, ``version``, ``due``, ``kind``."""
         body: dict[str, object] = {"uri": self.uri}
         if self.session is not None:
             body["session"] = self.session
@@ -208,19 +199,18 @@ class BadMessage(ValueError):
 
 MAX_MESSAGE_BYTES = 64 * 1024
 # How many sessions one batched message names at most (also bounded by its bytes:
-# see state._APPLY_JOBS). A batch of due jobs is split into messages of this size.
+# see state_jobs._APPLY_JOBS). A batch of due jobs is split into messages of this size.
 MAX_SESSIONS_PER_MESSAGE = 200
 
 
 def parse_update_messages(payload: bytes | str, catalog: Catalog) -> list[UpdateMessage]:
     """Parse a payload from the updates channel into the updates it carries.
 
-    Accepted forms: a bare URI (``test://review/status``), which is what a person
-    types into ``redis-cli publish``; a JSON object
-    ``{"uri": ..., "session": ..., "version": ..., "due": ...}`` where only ``uri``
-    is required; or the updater's batch form (:func:`encode_updates`), one update per
-    session. Raises :class:`BadMessage` with a reason for anything else, including a
-    URI that is not in the catalog.
+    Accepted forms: a bare URI (``test://review/status``), what a person types into
+    ``redis-cli publish``; a JSON object where only ``uri`` is required:
+    ``{"uri": ..., "session": ..., "version": ..., "due": ...}``; or the updater's batch
+    form (:func:`encode_updates`), one update per session. Raises :class:`BadMessage`
+    with a reason for anything else, including a URI that is not in the catalog.
     """
     if len(payload) > MAX_MESSAGE_BYTES:
         raise BadMessage(f"payload of {len(payload)} bytes is over {MAX_MESSAGE_BYTES}")
@@ -308,13 +298,12 @@ WHILE_SUBSCRIBED_FIELD = "while_subscribed"
 class UpdateJob:
     """One entry of the job stream: act on ``uri`` for ``target`` after ``delay`` seconds.
 
-    ``target`` is a session id, ``shared``, or ``*`` (every subscribed session,
-    or the shared state in shared scope). ``delay`` None means the updater's
-    configured delay. ``action`` is :data:`UPDATE_ACTION` (the scenario's update) or
-    :data:`ADD_ACTION` (a scenario's new resource). The stream entry id carries the
-    time the job was made. ``while_subscribed`` (the jobs a subscribe queues): a
-    session's state is updated only if the session is still subscribed to ``uri``
-    when the job is applied, so a session that left leaves no state behind.
+    ``target`` is a session id, ``shared``, or ``*`` (every subscribed session, or the shared
+    state in shared scope). ``delay`` None means the updater's configured delay. ``action`` is
+    :data:`UPDATE_ACTION` (the scenario's update) or :data:`ADD_ACTION` (a scenario's new
+    resource). The stream entry id carries the time the job was made. ``while_subscribed`` (the
+    jobs a subscribe queues): a session's state is updated only if it is still subscribed to
+    ``uri`` when the job is applied, so one that left leaves no state behind.
     """
 
     uri: str
@@ -365,8 +354,7 @@ def entry_time_ms(entry_id: str) -> int:
 
 
 EVENTS_STREAM = "mcp:events"
-# Events that could not be recorded: one entry per gap (count, first_ms, last_ms).
-EVENTS_LOST_STREAM = "mcp:events:lost"
+EVENTS_LOST_STREAM = "mcp:events:lost"  # one entry per gap: count, first_ms, last_ms
 RUNS_STREAM = "mcp:runs"
 
 
@@ -395,14 +383,12 @@ class Peer:
 
     @property
     def on_streamable_http(self) -> bool:
-        """Whether notifications need the session's GET stream (SSE and stdio carry
-        them on the connection itself)."""
+        """Whether notifications need the session's GET stream (SSE, stdio: the connection)."""
         return self.transport == Transport.STREAMABLE_HTTP
 
 
-# The JSON-RPC error code of a subscribe refused because its session holds the most
-# subscriptions allowed (MCP_TEST_MAX_SUBSCRIPTIONS_PER_SESSION); the evidence
-# records it as the request's error, and the report counts it.
+# The JSON-RPC error code of a subscribe refused: its session holds the most subscriptions
+# allowed (MCP_TEST_MAX_SUBSCRIPTIONS_PER_SESSION). The evidence records it, the report counts it.
 SUBSCRIPTION_LIMIT_ERROR = -32010
 
 REASON_IDLE = "idle"
@@ -415,18 +401,16 @@ REASON_REPLICA_GONE = "replica-gone"
 class Event:
     """One piece of evidence: a message a client sent, or a notification sent to it.
 
-    ``delivered`` is set for notifications only: whether the session had an open
-    stream to carry it when it was sent. ``resumed`` marks a notification written
-    to a stream the client resumed with ``Last-Event-ID`` (a replay, or the live
-    tail served by another replica). ``error`` is the JSON-RPC error code the
-    server answered with, if any. ``reason`` says why the server did something
-    the client did not ask for: :data:`REASON_IDLE` on a ``session/end`` (the
-    server closed a session the client had left open), :data:`REASON_REPLICA_GONE`
-    on a ``session/end`` of a session that died with its server (its ``uri`` and
-    ``version``: the version its state had then, so an update applied but never
-    delivered shows), :data:`REASON_UNADVERTISED` on a list request answered
-    though its capability was not advertised. ``due_ms`` is set on a notification
-    the lab promised for a time (an update job's entry time plus its delay): sent
+    ``delivered`` is set for notifications only: whether the session had an open stream to carry
+    it when it was sent. ``resumed`` marks a notification written to a stream the client resumed
+    with ``Last-Event-ID`` (a replay, or the live tail served by another replica). ``error`` is
+    the JSON-RPC error code the server answered with, if any. ``reason`` says why the server did
+    something the client did not ask for: :data:`REASON_IDLE` on a ``session/end`` (the server
+    closed a session the client had left open), :data:`REASON_REPLICA_GONE` on a ``session/end``
+    of a session that died with its server (its ``uri`` and ``version``: the version its state
+    had then, so an update applied but never delivered shows), :data:`REASON_UNADVERTISED` on a
+    list request answered though its capability was not advertised. ``due_ms`` is set on a
+    notification the lab promised for a time (an update job's entry time plus its delay): sent
     minus due is the lab's own lateness, never the client's.
     """
 

@@ -12,9 +12,9 @@ import time
 import pytest
 import redis
 
-from mcp_lab import contract, state
-from mcp_lab import updater as updater_module
+from mcp_lab import contract, state, state_jobs
 from mcp_lab.catalog import LAB_CATALOG, REVIEW_STATUS
+from mcp_lab.updater import applying
 from tests.support.lab import STATUS_URI, connect, version_of
 
 pytestmark = pytest.mark.anyio
@@ -38,9 +38,9 @@ async def test_burst_mode_applies_the_queued_jobs_when_due_and_returns(
 ) -> None:
     redis = state.connect(redis_url)
     try:
-        await state.ensure_job_group(redis)
+        await state_jobs.ensure_job_group(redis)
         for target, delay in (("burst-a", 0.3), ("burst-b", 0.6)):
-            await state.enqueue_job(redis, contract.UpdateJob(STATUS_URI, target, delay=delay))
+            await state_jobs.enqueue_job(redis, contract.UpdateJob(STATUS_URI, target, delay=delay))
     finally:
         await redis.aclose()
     started = time.monotonic()
@@ -56,8 +56,8 @@ async def test_burst_mode_applies_the_queued_jobs_when_due_and_returns(
 
 async def _claimed_jobs(redis, jobs: list[contract.UpdateJob]) -> list[str]:
     """``jobs`` on the stream, taken by a consumer (pending, as an updater holds them)."""
-    await state.ensure_job_group(redis)
-    ids = [await state.enqueue_job(redis, job) for job in jobs]
+    await state_jobs.ensure_job_group(redis)
+    ids = [await state_jobs.enqueue_job(redis, job) for job in jobs]
     claimed = await redis.xreadgroup(
         contract.JOBS_GROUP, "test", {contract.JOBS_STREAM: ">"}, count=len(jobs)
     )
@@ -80,9 +80,9 @@ async def test_apply_jobs_applies_a_job_only_once(redis_url, redis_client) -> No
         await pubsub.subscribe("test-channel")
         await pubsub.get_message(timeout=1)  # the subscribe confirmation
 
-        job = state.DueJob(entry_id, ["s1"], 1700000000000)
-        first = await state.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
-        second = await state.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
+        job = state_jobs.DueJob(entry_id, ["s1"], 1700000000000)
+        first = await state_jobs.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
+        second = await state_jobs.apply_jobs(redis, STATUS_URI, [job], **_APPLY)
         assert first == [[2]]
         assert second == [None]
 
@@ -116,14 +116,15 @@ async def test_a_job_queued_by_a_subscribe_leaves_a_session_that_left_alone(
         ids = await _claimed_jobs(redis, jobs)
         redis_client.sadd(contract.subscribers_key(STATUS_URI), "in")
         due = [
-            state.DueJob(entry, [s], 1, True) for entry, s in zip(ids, ("in", "out"), strict=True)
+            state_jobs.DueJob(entry, [s], 1, True)
+            for entry, s in zip(ids, ("in", "out"), strict=True)
         ]
-        assert await state.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [[2], [None]]
+        assert await state_jobs.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [[2], [None]]
         assert redis_client.exists(contract.state_key("out", STATUS_URI)) == 0
         assert redis_client.hget(contract.state_key("in", STATUS_URI), "version") == "2"
         assert redis_client.xpending(contract.JOBS_STREAM, contract.JOBS_GROUP)["pending"] == 0
         # Applied (or skipped) once: a second try changes nothing.
-        assert await state.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [None, None]
+        assert await state_jobs.apply_jobs(redis, STATUS_URI, due, **_APPLY) == [None, None]
     finally:
         await redis.aclose()
 
@@ -139,15 +140,15 @@ async def test_apply_jobs_names_many_sessions_per_message(redis_url, redis_clien
         jobs += [contract.UpdateJob(STATUS_URI, "*"), contract.UpdateJob(STATUS_URI, "shared")]
         ids = await _claimed_jobs(redis, jobs)
         redis_client.hset(contract.state_key("s7", STATUS_URI), mapping={"version": 4, "text": "x"})
-        early = state.DueJob(ids[3], ["s3"], 1)
-        assert await state.apply_jobs(redis, STATUS_URI, [early], **_APPLY) == [[2]]
+        early = state_jobs.DueJob(ids[3], ["s3"], 1)
+        assert await state_jobs.apply_jobs(redis, STATUS_URI, [early], **_APPLY) == [[2]]
         pubsub = redis.pubsub()
         await pubsub.subscribe("test-channel")
         await pubsub.get_message(timeout=1)
 
-        due = [state.DueJob(entry, [f"s{i}"], 1000 + i) for i, entry in enumerate(ids[:n])]
-        due += [state.DueJob(ids[n], [], 5), state.DueJob(ids[n + 1], ["shared"], 6)]
-        applied = await state.apply_jobs(redis, STATUS_URI, due, **_APPLY)
+        due = [state_jobs.DueJob(entry, [f"s{i}"], 1000 + i) for i, entry in enumerate(ids[:n])]
+        due += [state_jobs.DueJob(ids[n], [], 5), state_jobs.DueJob(ids[n + 1], ["shared"], 6)]
+        applied = await state_jobs.apply_jobs(redis, STATUS_URI, due, **_APPLY)
 
         assert applied[3] is None  # applied before: not again
         assert applied[7] == [5]  # its state was at 4
@@ -182,7 +183,7 @@ async def test_jobs_due_together_are_published_together(inproc, redis_url) -> No
         channel = "mcp:resources:updated"
         await pubsub.subscribe(channel)
         await pubsub.get_message(timeout=1)
-        await state.ensure_job_group(redis)
+        await state_jobs.ensure_job_group(redis)
         pipe = redis.pipeline(transaction=False)
         for i in range(n):
             pipe.xadd(contract.JOBS_STREAM, contract.UpdateJob(STATUS_URI, f"s{i}", 0.5).fields())
@@ -273,18 +274,18 @@ async def test_hostile_jobs_get_one_short_line_each_and_the_updater_keeps_workin
     assert max(len(line) for line in updater.lines) < LONGEST_LINE
 
 
-def _due(target: str, at: int) -> updater_module._Due:
+def _due(target: str, at: int) -> applying._Due:
     job = contract.UpdateJob(uri=STATUS_URI, target=target)
-    return updater_module._Due(f"{at}-0", job, float(at), asyncio.Future())
+    return applying._Due(f"{at}-0", job, float(at), asyncio.Future())
 
 
 async def test_a_batch_takes_one_job_of_each_session_in_turn() -> None:
     """3,000 jobs of one session due before a victim's one: the victim's is in the first
     batch, and each part keeps the order the jobs fell due in."""
     due = [_due("flooder", at) for at in range(3000)] + [_due("victim", 3000)]
-    batch, rest = updater_module.fair_batch(due, 500)
+    batch, rest = applying.fair_batch(due, 500)
     assert [d.job.target for d in batch].count("victim") == 1
     assert len(batch) == 500 and len(rest) == 2501
     assert [d.due for d in batch] == sorted(d.due for d in batch)
     assert [d.due for d in rest] == sorted(d.due for d in rest)
-    assert updater_module.fair_batch(due[:10], 500) == (due[:10], [])
+    assert applying.fair_batch(due[:10], 500) == (due[:10], [])

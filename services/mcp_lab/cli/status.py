@@ -43,7 +43,7 @@ def _get_json(url: str) -> tuple[dict[str, Any] | None, str | None]:
 async def _redis_facts(url: str, consumer: str) -> dict[str, Any]:
     from redis.exceptions import RedisError
 
-    from mcp_lab import state
+    from mcp_lab import state, state_jobs
 
     redis = state.connect(url, socket_timeout=_REDIS_TIMEOUT_SECONDS, reconnect=False)
     try:
@@ -52,7 +52,7 @@ async def _redis_facts(url: str, consumer: str) -> dict[str, Any]:
             subscribed: dict[str, list[str]] = {}
             for uri in LAB_CATALOG.uris():
                 job = contract.UpdateJob(uri, contract.ALL_SUBSCRIBERS)
-                subscribed[uri] = await state.job_targets(redis, job, state_scope="session")
+                subscribed[uri] = await state_jobs.job_targets(redis, job, state_scope="session")
     except TimeoutError:
         return {"reachable": False, "error": f"no answer within {_REDIS_TIMEOUT_SECONDS} s"}
     except (RedisError, OSError) as exc:

@@ -20,7 +20,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from mcp_lab import contract, state
+from mcp_lab import contract, state, state_jobs
 from mcp_lab.settings import LabSettings
 
 APPLIED, BAD_ARGUMENT, PENDING, NOTHING_TO_UPDATE = 0, 2, 3, 4
@@ -65,7 +65,7 @@ class Outcome:
 
 async def _subscribers(redis: Redis, uri: str) -> list[str]:
     job = contract.UpdateJob(uri, contract.ALL_SUBSCRIBERS)
-    return await state.job_targets(redis, job, state_scope="session")
+    return await state_jobs.job_targets(redis, job, state_scope="session")
 
 
 async def _in_evidence(redis: Redis, session: str) -> bool:
@@ -161,8 +161,8 @@ async def run(settings: LabSettings, options: TriggerOptions) -> int:
         watched = [*watched, contract.SHARED_SCOPE]
         before = await _versions(redis, uri, watched)
         job = contract.UpdateJob(uri=uri, target=target, delay=options.delay)
-        await state.ensure_job_group(redis)
-        entry_id = await state.enqueue_job(redis, job)
+        await state_jobs.ensure_job_group(redis)
+        entry_id = await state_jobs.enqueue_job(redis, job)
         queued = f"queued job {entry_id}: uri={uri} target={target} delay={options.delay}s"
         if not options.wait:
             return Outcome("queued", uri, target, entry_id, message=queued).show(

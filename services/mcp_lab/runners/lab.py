@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from mcp_lab import contract, state
+from mcp_lab import contract, state, state_jobs
 from mcp_lab.evidence import build, reader
 from mcp_lab.evidence.build import Report
 from mcp_lab.process.embedded_redis import free_port, launch_redis
@@ -95,8 +95,8 @@ class RunLab:
         since = len(self.updater.lines)
         redis = state.connect(self.redis_url)
         try:
-            await state.ensure_job_group(redis)
-            entry_ids = [await state.enqueue_job(redis, job) for job in jobs]
+            await state_jobs.ensure_job_group(redis)
+            entry_ids = [await state_jobs.enqueue_job(redis, job) for job in jobs]
         finally:
             await redis.aclose()
         return await self.updater.wait_for(

@@ -20,7 +20,7 @@ from fastmcp.server.lifespan import lifespan
 from redis.exceptions import RedisError
 from starlette.routing import Mount
 
-from mcp_lab import contract, protocol, state
+from mcp_lab import contract, protocol, state, state_jobs
 from mcp_lab.catalog import SERVER_INSTRUCTIONS, Catalog
 from mcp_lab.evidence import trim
 from mcp_lab.evidence.labels import SessionLabels
@@ -87,7 +87,7 @@ def build_lab(
     @lifespan
     async def run_relay(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         try:
-            await state.ensure_job_group(redis)
+            await state_jobs.ensure_job_group(redis)
             # What `mcp-lab report` scores by default: the scenario the lab plays.
             await redis.set(contract.SCENARIO_KEY, settings.scenario)
             await labels.share(redis)
