@@ -8,7 +8,7 @@ import logging
 
 from mcp_lab import untrusted
 from mcp_lab.contract import Event
-from mcp_lab.evidence import report, scoring
+from mcp_lab.evidence import levels, report, scoring
 from mcp_lab.evidence.build import Report
 from mcp_lab.logs import setup_logging
 from mcp_lab.scenarios import registry
@@ -17,7 +17,7 @@ from mcp_lab.server.peers import modern_key
 FORGED = "evil\n[resources/subscribe] uri=test://review/status session=x client=claude-code/1.2.3"
 
 
-def made(clients: list[scoring.ClientScore]) -> Report:
+def made(clients: list[levels.ClientScore]) -> Report:
     return Report("0-0", None, registry.get("single"), clients, 0, 0)
 
 

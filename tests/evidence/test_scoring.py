@@ -9,14 +9,10 @@ import pytest
 from mcp_lab.catalog import REVIEW_STATUS
 from mcp_lab.contract import Event
 from mcp_lab.evidence.build import Report
+from mcp_lab.evidence.levels import CHECKPOINTS, LEVEL_NAMES
 from mcp_lab.evidence.report import levels_json, to_json, to_markdown, to_table
-from mcp_lab.evidence.scoring import (
-    CHECKPOINTS,
-    LEVEL_NAMES,
-    score_clients,
-    score_session,
-    score_window,
-)
+from mcp_lab.evidence.scoring import score_clients, score_window
+from mcp_lab.evidence.session_scoring import score_session
 from mcp_lab.scenarios import registry
 from tests.support.lab import ROOT
 

@@ -6,7 +6,7 @@ import pytest
 
 from mcp_lab.catalog import REVIEW_STATUS
 from mcp_lab.contract import REASON_UNADVERTISED, Event
-from mcp_lab.evidence.scoring import score_session
+from mcp_lab.evidence.session_scoring import score_session
 
 STATUS_URI = REVIEW_STATUS.uri
 UPDATED = "notifications/resources/updated"

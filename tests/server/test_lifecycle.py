@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_lab.contract import Event
-from mcp_lab.evidence.scoring import score_session
+from mcp_lab.evidence.session_scoring import score_session
 
 pytestmark = pytest.mark.anyio
 
@@ -20,5 +20,3 @@ def test_a_session_the_server_closed_for_idleness_is_noted() -> None:
     assert any("never closed its session" in note for note in idle.notes)
     closed = score_session([event("initialize")])
     assert not any("never closed" in note for note in closed.notes)
-
-

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from mcp_lab.evidence.scoring import LEVEL_NAMES
+from mcp_lab.evidence.levels import LEVEL_NAMES
 from mcp_lab.runners.clients.definition import HTTP, STDIO
 from mcp_lab.runners.clients.matrix import CHECKLIST
 from mcp_lab.runners.clients.pins import CLIENTS

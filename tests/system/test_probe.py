@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from mcp_lab.process.embedded_redis import free_port
-from mcp_lab.runners import probe as probe_module
+from mcp_lab.runners import probe_output
 from tests.support.lab import ROOT, LabProcess, lab_env, mcp_lab
 
 DELAY = "0.5"
@@ -51,7 +51,7 @@ def test_probe_runs_the_whole_flow_against_the_lab(lab, protocol, transport) -> 
     assert code == 0, steps
     # every step docs/usage.md lists, in its order, one JSON line each
     assert [s["step"] for s in steps] == readme_steps(), steps
-    assert readme_steps() == [*probe_module.STEPS, "summary"]
+    assert readme_steps() == [*probe_output.STEPS, "summary"]
     by_step = {s["step"]: s for s in steps}
     modern = protocol != "legacy" and transport == "http"
     assert by_step["capabilities"]["protocol"] == ("2026-07-28" if modern else "2025-11-25")
@@ -191,7 +191,7 @@ def test_probe_exit_code_when_no_notification_comes(lab) -> None:
 
 @pytest.mark.anyio
 async def test_a_long_wait_says_every_so_often_how_long_it_has_waited(capsys) -> None:
-    async with probe_module.waiting("the notification", timeout=30, every=0.05):
+    async with probe_output.waiting("the notification", timeout=30, every=0.05):
         await anyio.sleep(0.3)  # stands in for a slow server
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "mcp-lab probe: waiting for the notification (up to 30 s)"

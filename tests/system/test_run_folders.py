@@ -102,7 +102,7 @@ def test_each_bridges_run_keeps_its_files_where_its_history_row_says(
                 assert (where / name).stat().st_size > 0, (where, name)
 
 
-# The files every client run keeps (services/mcp_lab/runners/clients/runs.py, _keep_logs).
+# The files every client run keeps (services/mcp_lab/runners/clients/runs.py, keep_logs).
 CLIENT_FILES = ("cli.log", "server.log", "updater.log", "events.jsonl", "wire.jsonl")
 
 

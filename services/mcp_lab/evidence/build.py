@@ -15,7 +15,8 @@ from redis.asyncio import Redis
 
 from mcp_lab import contract, state
 from mcp_lab.evidence import reader, scoring
-from mcp_lab.evidence.scoring import ClientScore, LeftOut
+from mcp_lab.evidence.levels import ClientScore
+from mcp_lab.evidence.scoring import LeftOut
 from mcp_lab.evidence.timing import LabTiming
 from mcp_lab.evidence.timing import lab_timing as timing_of
 from mcp_lab.scenarios import registry

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from mcp_lab import protocol, untrusted
-from mcp_lab.evidence.scoring import LEVELS
+from mcp_lab.evidence.levels import LEVELS
 
 MAX_ROWS = 150  # events drawn at most per picture
 MERMAID_ROWS = 80  # messages at most per mermaid diagram

@@ -12,13 +12,8 @@ from mcp_lab.contract import Event, entry_time_ms
 from mcp_lab.evidence import picture
 from mcp_lab.evidence.build import Report
 from mcp_lab.evidence.labels import SessionLabels
-from mcp_lab.evidence.scoring import (
-    CHECKPOINTS,
-    LEVEL_NAMES,
-    LEVELS,
-    LeftOut,
-    SessionScore,
-)
+from mcp_lab.evidence.levels import CHECKPOINTS, LEVEL_NAMES, LEVELS, SessionScore
+from mcp_lab.evidence.scoring import LeftOut
 from mcp_lab.evidence.timing import lateness_ms
 from mcp_lab.protocol import UNKNOWN_CLIENT
 from mcp_lab.scenarios.scenario import Check

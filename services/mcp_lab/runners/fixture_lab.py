@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from mcp_lab import contract, protocol, state
 from mcp_lab.evidence import reader
-from mcp_lab.evidence.scoring import LEVEL_NAMES, ClientScore
+from mcp_lab.evidence.levels import LEVEL_NAMES, ClientScore
 from mcp_lab.runners.clients.matrix import CHECKPOINT_BOXES
 from mcp_lab.runners.lab import RunLab, running_lab
 from mcp_lab.runners.lab_side import stdio_server

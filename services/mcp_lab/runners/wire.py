@@ -353,7 +353,7 @@ def checklist(
     ``same``: whether a URI is the watched resource (default: it is ``uri``; a template
     scenario's: any resource of the template, as the lab scores it).
 
-    Keys are those of :data:`mcp_lab.evidence.scoring.CHECKPOINTS`.
+    Keys are those of :data:`mcp_lab.evidence.levels.CHECKPOINTS`.
     """
     requests: dict[tuple[int, str | None], WireMessage] = {
         (m.exchange, m.id): m

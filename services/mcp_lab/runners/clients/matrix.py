@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mcp_lab import untrusted
-from mcp_lab.evidence import scoring
+from mcp_lab.evidence import levels
 
 # The checklist's boxes, in order, and their column titles. The first six are the
-# lab's checkpoints (scoring.CHECKPOINTS), under the checklist's names.
+# lab's checkpoints (levels.CHECKPOINTS), under the checklist's names.
 CHECKLIST: dict[str, str] = {
     "connected": "connect",
     "listed": "list",
@@ -36,7 +36,7 @@ CHECKLIST: dict[str, str] = {
     "pull": "pull",
 }
 CHECKPOINT_BOXES: dict[str, str] = dict(
-    zip(scoring.CHECKPOINTS, list(CHECKLIST)[: len(scoring.CHECKPOINTS)], strict=True)
+    zip(levels.CHECKPOINTS, list(CHECKLIST)[: len(levels.CHECKPOINTS)], strict=True)
 )
 PUSH, NOTICE = "push", "notice"
 _NOTE_CHARS = 1000  # a note in the markdown matrix, at most
@@ -109,7 +109,7 @@ class Row:
 
 
 def level_name(level: int) -> str:
-    return scoring.LEVEL_NAMES[level]
+    return levels.LEVEL_NAMES[level]
 
 
 _COLUMNS = (

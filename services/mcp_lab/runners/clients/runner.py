@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_lab.runners.clients import drivers
+from mcp_lab.runners.clients.agent_runs import run_agent, run_interactive
 from mcp_lab.runners.clients.definition import INSPECTOR, LIBRARY, PROGRAM, ClientDef
+from mcp_lab.runners.clients.inspector_runs import run_inspector
 from mcp_lab.runners.clients.install import Installed, install
 from mcp_lab.runners.clients.matrix import Row
 from mcp_lab.runners.clients.model import PULL, SCORED
+from mcp_lab.runners.clients.program_runs import run_program
 from mcp_lab.runners.clients.runs import (
     DEFAULT_OBSERVE_SECONDS,
     DEFAULT_RUN_TIMEOUT,
@@ -33,10 +36,6 @@ from mcp_lab.runners.clients.runs import (
     TOOL,
     Outcome,
     RunPlan,
-    run_agent,
-    run_inspector,
-    run_interactive,
-    run_program,
     runs_dir,
 )
 from mcp_lab.runners.clients.verdict import to_row
@@ -98,9 +97,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def count_rows(
-    spec: ClientDef, scenarios: list[Scenario], tool: str, transport: str | None
-) -> int:
+def count_rows(spec: ClientDef, scenarios: list[Scenario], tool: str, transport: str | None) -> int:
     """How many rows ``spec`` will have (one when it cannot run at all)."""
     if spec.not_installable or spec.package is None:
         return 1

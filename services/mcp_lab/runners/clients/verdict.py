@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mcp_lab import protocol
-from mcp_lab.evidence import scoring
+from mcp_lab.evidence import levels
 from mcp_lab.runners import wire
 from mcp_lab.runners.clients.definition import ANY_CLIENT, ClientDef
 from mcp_lab.runners.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, Row
@@ -56,7 +56,7 @@ def to_row(
     if record is not None:
         row.model = record.to_json()
         # The server cannot see level 7; the model can: its own notes say what it saw.
-        row.notes = [n for n in row.notes if n != scoring.LEVEL_7_UNSEEN]
+        row.notes = [n for n in row.notes if n != levels.LEVEL_7_UNSEEN]
         if record.reflected is not None:
             row.reflected = record.reflected.kind
             box = Check(row.reflected, _after(scored, record.reflected.at_ms))
@@ -87,7 +87,7 @@ def _after(outcome: Outcome, at_ms: int | None) -> float | None:
     return None if at_ms is None else round((at_ms - outcome.started_ms) / 1000, 1)
 
 
-def _evidence(spec: ClientDef, outcome: Outcome, row: Row) -> list[scoring.ClientScore]:
+def _evidence(spec: ClientDef, outcome: Outcome, row: Row) -> list[levels.ClientScore]:
     """The lab's scores of the client (its clientInfo): levels 1-6 and the scenario's
     own checkpoints of the row."""
     clients = outcome.report.clients if outcome.report is not None else []
@@ -227,7 +227,7 @@ def _pull(row: Row, pull: Outcome | str) -> None:
     row.notes.append(f"read on request (pull, never a level): {answer} when asked{via}")
 
 
-def _wire(row: Row, outcome: Outcome, mine: list[scoring.ClientScore]) -> None:
+def _wire(row: Row, outcome: Outcome, mine: list[levels.ClientScore]) -> None:
     """Fill the checkpoints from the wire capture and name where it disagrees."""
     if not outcome.wire:
         return
