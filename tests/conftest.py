@@ -35,7 +35,7 @@ from mcp_lab.process.embedded_redis import RedisNotFound, free_port, start_redis
 from tests.support import browser as chromium
 from tests.support import home, reaper
 from tests.support import lab as lab_helpers
-from tests.support.ci import IN_CI
+from tests.support.ci import IN_CI, SuiteNotice
 from tests.support.docker_engine import docker_unusable
 from tests.support.inproc import InProcLab, captured_logs
 from tests.support.lab import TS_CLIENT_DIR, LabProcess, start_server, start_updater
@@ -92,6 +92,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     if left:
         warnings.warn(
             f"{item.nodeid} left {len(left)} process(es) running, killed: {'; '.join(left)}",
+            SuiteNotice,
             stacklevel=1,
         )
 
@@ -163,6 +164,7 @@ def redis_endpoint() -> Iterator[RedisEndpoint]:
             warnings.warn(
                 f"Docker answers but a {REDIS_IMAGE} container did not start ({exc}); "
                 "using a local redis-server instead",
+                SuiteNotice,
                 stacklevel=1,
             )
         else:

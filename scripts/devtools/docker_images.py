@@ -101,26 +101,27 @@ def _run_script(
     readers = [threading.Thread(target=f, daemon=True) for f in (follow_progress, keep_output)]
     for reader in readers:
         reader.start()
-    started = time.monotonic()
-    while True:
-        try:
-            proc.wait(timeout=heartbeat)
-            break
-        except subprocess.TimeoutExpired:
-            took = time.monotonic() - started
-            if took > _SCRIPT_SECONDS:
-                proc.kill()
-                proc.wait()
-                return None, f"scripts/build-base-images.sh took over {_SCRIPT_SECONDS} s"
-            if not heard.is_set():
-                say(f"dev: still making the base images ({took:.0f} s so far)")
-            heard.clear()
-    for reader in readers:
-        reader.join(timeout=5)
-    if proc.returncode == 0:
-        images = dict(line.strip().split("=", 1) for line in out if "=" in line)
-        if set(PUBLIC) <= set(images):
-            return {name: images[name] for name in PUBLIC}, ""
+    with proc:  # its pipes closed once it is done with, whichever way it ends
+        started = time.monotonic()
+        while True:
+            try:
+                proc.wait(timeout=heartbeat)
+                break
+            except subprocess.TimeoutExpired:
+                took = time.monotonic() - started
+                if took > _SCRIPT_SECONDS:
+                    proc.kill()
+                    proc.wait()
+                    return None, f"scripts/build-base-images.sh took over {_SCRIPT_SECONDS} s"
+                if not heard.is_set():
+                    say(f"dev: still making the base images ({took:.0f} s so far)")
+                heard.clear()
+        for reader in readers:
+            reader.join(timeout=5)
+        if proc.returncode == 0:
+            images = dict(line.strip().split("=", 1) for line in out if "=" in line)
+            if set(PUBLIC) <= set(images):
+                return {name: images[name] for name in PUBLIC}, ""
     return None, said[-1] if said else f"exit code {proc.returncode}"
 
 

@@ -69,4 +69,5 @@ def run(command: list[str], what: str, every: float = TICK_SECONDS) -> int:
             elapsed = time.monotonic() - started
             print(f"dev: still {what} ({elapsed:.0f} s)", flush=True)
     reader.join(timeout=5)
+    process.stdout.close()
     return code

@@ -53,9 +53,10 @@ class Holder:
         self.folder = Path(_line_within(self.process, HOLD_TIMEOUT))
 
     def stop(self) -> None:
-        assert self.process.stdin is not None
+        assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.close()
         assert self.process.wait(timeout=HOLD_TIMEOUT) == 0
+        self.process.stdout.close()
 
 
 def _line_within(process: subprocess.Popen[str], seconds: float) -> str:

@@ -108,28 +108,34 @@ async def test_a_client_that_leaves_ends_the_stream_and_closes_its_queue() -> No
     assert client.bodies() == [event_of("one")]  # nothing more after the client left
     with pytest.raises(anyio.BrokenResourceError):
         tx.send_nowait("after")
+    tx.close()
 
 
 async def test_the_server_closing_ends_every_stream_and_its_body() -> None:
     closing = asyncio.Event()
     clients = [Client() for _ in range(3)]
+    senders = []
     async with anyio.create_task_group() as tasks:
         for client in clients:
-            _, rx = anyio.create_memory_object_stream[str](10)
+            tx, rx = anyio.create_memory_object_stream[str](10)
+            senders.append(tx)
             tasks.start_soon(client.served, rx, closing)
         await anyio.wait_all_tasks_blocked()
         closing.set()
+    for tx in senders:
+        tx.close()
     for client in clients:
         assert client.bodies() == [b""] and client.sent[-1]["more_body"] is False
 
 
 async def test_an_idle_stream_is_pinged_with_a_comment() -> None:
     client = Client()
-    _, rx = anyio.create_memory_object_stream[str](10)
+    tx, rx = anyio.create_memory_object_stream[str](10)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(client.served, rx, None, 0.01)
         await client.sent_body(b": ping - ")
         client.leave.set()
+    tx.close()
     ping = client.bodies()[0]
     assert ping.endswith(b"\n\n") and b"\ndata:" not in ping and b"\nid:" not in ping
 
