@@ -2,7 +2,8 @@
 
 :class:`Process` runs a child in a session of its own with its output lines kept, so a
 runner can wait for a line and keep the logs; :func:`base_env` is the clean
-environment a client or bridge runs in (a HOME of the run's own).
+environment a client or bridge runs in (a HOME of the run's own); :func:`end_strays`
+kills what a run left running in its folder once it is over.
 
 A child ends with the runner, however the runner ends: it gets SIGTERM when the thread
 that started it dies (Linux's parent-death signal, :mod:`mcp_lab.process.lifeline`),
@@ -13,6 +14,7 @@ client or bridge behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -145,3 +147,35 @@ def base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "TMPDIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     return env
+
+
+def end_strays(root: Path) -> list[str]:
+    """Kill every process of this user still running in a run's folder ``root`` (its
+    working folder or its HOME there) once the run is over: a program's daemon that
+    left its session, and so the process group :meth:`Process.stop` ends (cline's
+    hub daemon did). Each killed as ``PID argv``; none where there is no ``/proc``."""
+    proc, mine, me = Path("/proc"), os.getuid(), os.getpid()
+    inside = os.path.realpath(root)
+    killed = []
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if entry.stat().st_uid != mine:
+                continue
+            cwd = os.readlink(entry / "cwd")  # a zombie has none: it is gone already
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+        except OSError:
+            continue
+        home = next((os.fsdecode(v[5:]) for v in environ if v.startswith(b"HOME=")), "")
+        if not any(_within(path, inside) for path in (cwd, home)):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed.append(f"{entry.name} {argv.decode('utf-8', 'replace')[:200]}")
+    return killed
+
+
+def _within(path: str, root: str) -> bool:
+    return bool(path) and (path == root or path.startswith(root + os.sep))

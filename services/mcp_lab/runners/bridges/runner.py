@@ -24,6 +24,7 @@ from mcp_lab.runners.bridges.specs import BRIDGES, HTTP, BridgeSpec, Direction
 from mcp_lab.runners.bridges.verdict import Row, not_supported, to_row, with_caveat
 from mcp_lab.runners.install import InstallError
 from mcp_lab.runners.phases import Clock, heartbeat
+from mcp_lab.runners.program import end_strays
 from mcp_lab.scenarios import registry
 from mcp_lab.scenarios.scenario import Scenario
 
@@ -90,6 +91,10 @@ async def run_bridge(
                 assert program is not None
                 outcome = await run_once(spec, version, program, plan, Path(root), runs,
                                          progress)  # fmt: skip
+                left = end_strays(Path(root))
+                if left:
+                    progress(f"{spec.name} {plan.direction.name} {plan.scenario.name}: "
+                             f"killed what it left running: {'; '.join(left)}")  # fmt: skip
             return outcome, time.monotonic() - started
 
     async def made_row(way: Direction, scenario: Scenario) -> Row:

@@ -41,6 +41,7 @@ from mcp_lab.runners.clients.runs import (
 from mcp_lab.runners.clients.verdict import to_row
 from mcp_lab.runners.install import InstallError
 from mcp_lab.runners.phases import Clock, heartbeat
+from mcp_lab.runners.program import end_strays
 from mcp_lab.scenarios.scenario import Scenario
 
 # ``--tool``: which lab setups each scenario runs in. "auto": both where the scenario
@@ -236,6 +237,9 @@ async def _row(
                 outcomes[script] = f"the lab did not start: {exc}"
             except OSError as exc:  # the client would not start
                 outcomes[script] = f"could not run {installed.binary.name}: {exc}"
+            left = end_strays(Path(root))
+            if left:
+                progress(f"{where} {script} run: killed what it left running: {'; '.join(left)}")
         phases[script] = clock.durations()
     row = to_row(spec, installed.version, scenario, planned.setup, outcomes)
     row.transport = planned.transport

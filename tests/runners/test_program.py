@@ -1,0 +1,68 @@
+"""services/mcp_lab/runners/program.py: what a run leaves running in its folder ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_lab.runners.program import end_strays
+
+# Forks a child that leaves its session (as a daemon does), prints its pid, sleeps.
+_DAEMON = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+"""
+
+
+def _daemon(cwd: Path, home: Path) -> int:
+    env = {**os.environ, "HOME": str(home)}
+    with subprocess.Popen([sys.executable, "-c", _DAEMON], cwd=cwd, env=env,
+                          stdout=subprocess.PIPE, text=True) as parent:  # fmt: skip
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())  # the daemon keeps the pipe: one line, no EOF
+        assert parent.wait(timeout=30) == 0
+    return pid
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _running(pid)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_a_daemon_left_in_the_runs_folder_is_killed_and_nothing_else(tmp_path: Path) -> None:
+    run, other = tmp_path / "run", tmp_path / "other"
+    for folder in (run / "home", run / "work", other):
+        folder.mkdir(parents=True)
+    by_home = _daemon(other, run / "home")  # its HOME is the run's
+    by_cwd = _daemon(run / "work", other)  # it works in the run's folder
+    outside = _daemon(other, other)
+    try:
+        killed = end_strays(run)
+        assert sorted(int(line.split()[0]) for line in killed) == sorted([by_home, by_cwd])
+        assert all("import os, sys, time" in line for line in killed), killed
+        assert _gone(by_home) and _gone(by_cwd)
+        assert _running(outside)
+        assert end_strays(run) == []
+    finally:
+        for pid in (by_home, by_cwd, outside):
+            if _running(pid):
+                os.kill(pid, 9)
