@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_lab.runners.program import end_strays
+from mcp_lab.runners.program import end_strays, run_folder
 
 # Forks a child that leaves its session (as a daemon does), prints its pid, sleeps.
 _DAEMON = """
@@ -66,3 +66,14 @@ def test_a_daemon_left_in_the_runs_folder_is_killed_and_nothing_else(tmp_path: P
         for pid in (by_home, by_cwd, outside):
             if _running(pid):
                 os.kill(pid, 9)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_a_run_folder_ends_what_runs_in_it_even_when_the_run_is_interrupted() -> None:
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt), run_folder("fake", said.append, "fake single") as root:
+        left = _daemon(root, root)
+        raise KeyboardInterrupt
+    assert _gone(left) and not root.exists()
+    (line,) = said
+    assert line.startswith(f"fake single: killed what it left running: {left} ")

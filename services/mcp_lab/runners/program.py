@@ -18,6 +18,8 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mcp_lab.process.lifeline import die_with_parent
@@ -147,6 +149,20 @@ def base_env(home: Path, extra_path: list[Path]) -> dict[str, str]:
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "TMPDIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     return env
+
+
+@contextlib.contextmanager
+def run_folder(name: str, say: Callable[[str], None], what: str) -> Iterator[Path]:
+    """A temporary folder for one run of ``name``; once the run is over, however it
+    ends (a Ctrl-C too), what still runs in it is killed (:func:`end_strays`), and
+    ``say`` names it as ``what``'s."""
+    with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{name}-") as root:
+        try:
+            yield Path(root)
+        finally:
+            left = end_strays(Path(root))
+            if left:
+                say(f"{what}: killed what it left running: {'; '.join(left)}")
 
 
 def end_strays(root: Path) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from mcp_lab.runners.bridges.specs import BRIDGES, HTTP, BridgeSpec, Direction
 from mcp_lab.runners.bridges.verdict import Row, not_supported, to_row, with_caveat
 from mcp_lab.runners.install import InstallError
 from mcp_lab.runners.phases import Clock, heartbeat
-from mcp_lab.runners.program import end_strays
+from mcp_lab.runners.program import run_folder
 from mcp_lab.scenarios import registry
 from mcp_lab.scenarios.scenario import Scenario
 
@@ -87,14 +86,10 @@ async def run_bridge(
     async def one(plan: RunPlan) -> tuple[Outcome, float]:
         async with gate:
             started = time.monotonic()
-            with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
+            what = f"{spec.name} {plan.direction.name} {plan.scenario.name}"
+            with run_folder(spec.name, progress, what) as root:
                 assert program is not None
-                outcome = await run_once(spec, version, program, plan, Path(root), runs,
-                                         progress)  # fmt: skip
-                left = end_strays(Path(root))
-                if left:
-                    progress(f"{spec.name} {plan.direction.name} {plan.scenario.name}: "
-                             f"killed what it left running: {'; '.join(left)}")  # fmt: skip
+                outcome = await run_once(spec, version, program, plan, root, runs, progress)
             return outcome, time.monotonic() - started
 
     async def made_row(way: Direction, scenario: Scenario) -> Row:

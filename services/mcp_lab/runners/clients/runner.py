@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from mcp_lab.runners.clients.runs import (
 from mcp_lab.runners.clients.verdict import to_row
 from mcp_lab.runners.install import InstallError
 from mcp_lab.runners.phases import Clock, heartbeat
-from mcp_lab.runners.program import end_strays
+from mcp_lab.runners.program import run_folder
 from mcp_lab.scenarios.scenario import Scenario
 
 # ``--tool``: which lab setups each scenario runs in. "auto": both where the scenario
@@ -228,18 +227,15 @@ async def _row(
                        planned.transport)  # fmt: skip
         folder = runs_dir(runs, spec.name, installed.version, plan)
         clock = Clock()
-        with tempfile.TemporaryDirectory(prefix=f"mcp-lab-{spec.name}-") as root:
+        with run_folder(spec.name, progress, f"{where} {script} run") as root:
             try:
                 async with heartbeat(clock, progress, f"{where} {script} run"):
-                    outcome = await _run(spec, installed, Path(root), plan, folder, clock)
+                    outcome = await _run(spec, installed, root, plan, folder, clock)
                 outcomes[script] = outcome
             except TimeoutError as exc:  # a lab that did not start (an OSError too)
                 outcomes[script] = f"the lab did not start: {exc}"
             except OSError as exc:  # the client would not start
                 outcomes[script] = f"could not run {installed.binary.name}: {exc}"
-            left = end_strays(Path(root))
-            if left:
-                progress(f"{where} {script} run: killed what it left running: {'; '.join(left)}")
         phases[script] = clock.durations()
     row = to_row(spec, installed.version, scenario, planned.setup, outcomes)
     row.transport = planned.transport
