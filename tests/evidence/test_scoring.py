@@ -177,6 +177,17 @@ def test_tool_calls_never_raise_the_level() -> None:
     assert any("2 tool call(s)" in note for note in score.notes)
 
 
+def test_tool_calls_of_every_session_are_counted_not_only_the_best_ones() -> None:
+    # copilot 1.0.102: two sessions at level 1, its model called the tool in the second.
+    first = [ev(1000, "initialize", session="a"), ev(1100, "tools/list", session="a")]
+    second = [ev(3000, "initialize", session="b"), ev(3100, "tools/call", session="b")]
+    (client,) = score_clients(first + second)
+    assert client.best.session == "a"
+    tool_notes = [n for n in client.notes if "tool call(s)" in n]
+    assert tool_notes == ["1 tool call(s); tool calls never raise the level"]
+    assert "2 sessions; scored by the best one" in client.notes
+
+
 def test_a_client_is_scored_by_its_best_session_with_all_listed() -> None:
     first = [
         ev(t.ts_ms, t.method, t.direction, session="a", uri=t.uri, version=t.version)

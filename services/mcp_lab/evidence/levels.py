@@ -61,6 +61,7 @@ class SessionScore:
     initial_version: int | None = None
     # Why the server ended the session, when it did (``idle``).
     ended_by_server: str | None = None
+    tool_calls: int = 0  # tools/call requests: evidence of use, never of a level
     notes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     # The scenario's own checkpoints (mcp_lab.scenarios), beside the levels.
@@ -98,10 +99,23 @@ class ClientScore:
 
     @property
     def notes(self) -> list[str]:
-        notes = list(self.best.notes)
-        if len(self.sessions) > 1:
-            notes.append(f"{len(self.sessions)} sessions; scored by the best one")
+        if len(self.sessions) == 1:
+            return list(self.best.notes)
+        # The tool calls of every session count: a client may list in one session and
+        # have its model call the tools in another.
+        notes = [n for n in self.best.notes if not n.endswith(TOOL_CALLS_NOTE)]
+        calls = sum(s.tool_calls for s in self.sessions)
+        if calls:
+            notes.append(tool_calls_note(calls))
+        notes.append(f"{len(self.sessions)} sessions; scored by the best one")
         return notes
+
+
+TOOL_CALLS_NOTE = "tool call(s); tool calls never raise the level"
+
+
+def tool_calls_note(calls: int) -> str:
+    return f"{calls} {TOOL_CALLS_NOTE}"
 
 
 # The first level that builds on the ones below it (subscribed), and the checkpoint

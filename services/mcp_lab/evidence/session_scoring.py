@@ -24,7 +24,13 @@ from mcp_lab.contract import (
     Transport,
 )
 from mcp_lab.evidence import timing
-from mcp_lab.evidence.levels import CHAINED_FROM, CHECKPOINTS, LEVEL_7_UNSEEN, SessionScore
+from mcp_lab.evidence.levels import (
+    CHAINED_FROM,
+    CHECKPOINTS,
+    LEVEL_7_UNSEEN,
+    SessionScore,
+    tool_calls_note,
+)
 
 UPDATED = protocol.UPDATED
 _SUBSCRIBE_METHODS = frozenset({protocol.SUBSCRIBE, protocol.LISTEN})
@@ -102,6 +108,7 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
             tools += 1
         elif event.direction == "out" and event.method == SESSION_END:
             score.ended_by_server = event.reason
+    score.tool_calls = tools
     score.notes = _notes(score, polled, tools)
     return score
 
@@ -164,7 +171,7 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
     if late:
         notes.append(late)
     if tools:
-        notes.append(f"{tools} tool call(s); tool calls never raise the level")
+        notes.append(tool_calls_note(tools))
     refused = sum(1 for e in score.events if e.error == SUBSCRIPTION_LIMIT_ERROR)
     if refused:
         notes.append(
