@@ -2,9 +2,11 @@
 
 A ``docker compose`` lab publishes its server's port on the host and keeps its Redis
 inside its network: ``report`` on the host then asks the server for the report its
-dashboard shows (the current run, sessions by label): ``/api/report.json``, ``.md`` and
-``.html`` as the server renders them, and the terminal table drawn here from
-``/api/report``. ``--run``, ``--since`` and ``--scenario`` need the lab's Redis.
+dashboard shows (the current run, sessions by label): each format's download
+(``/api/report.json``, ``.md``, ``.html``: :mod:`mcp_lab.evidence.formats`) as the server
+renders it, but the terminal table, drawn here from ``/api/report`` (a server older than
+its ``.txt`` download answers it too). ``--run``, ``--since`` and ``--scenario`` need
+the lab's Redis.
 """
 
 from __future__ import annotations
@@ -19,15 +21,10 @@ from typing import Any
 
 from mcp_lab import untrusted
 from mcp_lab.cli.where import Where
+from mcp_lab.evidence import formats
 
 _TIMEOUT_SECONDS = 30.0
 _NOTE_CHARS = 300  # as much of a note as `mcp-lab report`'s own table shows
-_PATHS = {
-    "json": "/api/report.json",
-    "markdown": "/api/report.md",
-    "html": "/api/report.html",
-    "table": "/api/report",
-}
 
 
 def _get(url: str, token: str | None) -> tuple[int, str]:
@@ -106,7 +103,8 @@ def run(lab: Where, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    path = _PATHS[args.format]
+    table = args.format == formats.TABLE.name
+    path = "/api/report" if table else formats.get(args.format).path
     url = f"{lab.server.base_url}{path}"
     print(
         f"mcp-lab: the report of the lab's server ({url}): the current run",
@@ -121,7 +119,7 @@ def run(lab: Where, args: argparse.Namespace) -> int:
     if status != 200:
         print(f"mcp-lab: the lab's server answered HTTP {status} at {url}", file=sys.stderr)
         return 1
-    if args.format == "table":
+    if table:
         print(to_table(json.loads(body)))
     else:
         print(body, end="" if body.endswith("\n") else "\n")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from mcp_lab import contract
 from mcp_lab.catalog import LAB_CATALOG, REVIEW_STATUS
 from mcp_lab.cli import common
+from mcp_lab.evidence import formats
 
 if TYPE_CHECKING:
     from mcp_lab.settings import LabSettings
@@ -67,11 +68,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="how far each client got, from the evidence")
     rep.add_argument(
         "--format",
-        choices=["table", "markdown", "json", "html"],
-        default="table",
-        help="table: one row per client (default); markdown: compatibility notes, one block "
-        "per client, with a mermaid sequence diagram; json: everything, with each session's "
-        "timeline; html: one self-contained page with a picture of each session",
+        choices=formats.names(),
+        default=formats.DEFAULT,
+        help=formats.help_text(),
     )
     rep.add_argument("--json", action="store_true", help="the same as --format json")
     which = rep.add_mutually_exclusive_group()
@@ -169,7 +168,7 @@ async def _reset(settings: LabSettings, as_json: bool) -> int:
 
 async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
     from mcp_lab import state
-    from mcp_lab.evidence import build, report
+    from mcp_lab.evidence import build
     from mcp_lab.evidence.labels import lab_labels
 
     redis = state.connect(settings.redis_url)
@@ -179,16 +178,8 @@ async def _report(settings: LabSettings, args: argparse.Namespace) -> int:
         labels = await lab_labels(redis)  # each session's one name, as on the dashboard
     finally:
         await redis.aclose()
-    if args.format == "json":
-        print(json.dumps(report.to_json(made, labels), indent=2))
-    elif args.format == "markdown":
-        print(report.to_markdown(made, labels), end="")
-    elif args.format == "html":
-        from mcp_lab.evidence.html_report import to_html
-
-        print(to_html(made, labels), end="")
-    else:
-        print(report.to_table(made, labels))
+    # Read by whoever runs the lab: the table and the JSON show each session's id too.
+    print(formats.get(args.format).render(made, labels, public=False), end="")
     return 0
 
 

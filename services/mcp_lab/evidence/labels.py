@@ -10,7 +10,7 @@ cannot be turned back into the id.
 **One secret per lab.** The secret is drawn once, by whoever first needs it, and kept
 in the lab's Redis (``contract.LABEL_SECRET_KEY``), beside the evidence. Every view
 labels under it, read from Redis when it is made: the dashboard and ``/api/report``
-(each build), its downloads (JSON, markdown, HTML) and pictures, ``mcp-lab report`` in
+(each build), its downloads (one per report format) and pictures, ``mcp-lab report`` in
 every format (:func:`lab_labels`), and the server's log line of a session's start
 (``[initialize] ... label=<label>``). So a session has one label on every replica,
 after a restart, in every export however often it is made, and an HTML report attached

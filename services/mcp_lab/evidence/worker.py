@@ -17,7 +17,8 @@ or when its server dies (its stdin closes). One build at a time. Both sides buil
 with :func:`produce`, so a report is the same wherever it was built.
 
 Protocol, on the worker's stdin and stdout: a request is one line of JSON
-(``kind``: ``report``, ``md`` or ``html``; ``redis_url``, ``max_events``,
+(``kind``: ``report``, the dashboard's encoding, or the name of a format of
+:mod:`mcp_lab.evidence.formats`; ``redis_url``, ``max_events``,
 ``unsaved``, ``secret``: the session labels' secret, hex, and ``of_lab``: whether it is
 the lab's, :mod:`mcp_lab.evidence.labels`). The answer is one line of
 JSON (``ok``; ``run``, ``places`` and ``size``, or ``redis`` and ``message``),
@@ -42,13 +43,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mcp_lab import state
-from mcp_lab.evidence import build, html_report, report
+from mcp_lab.evidence import build, formats, report
 from mcp_lab.evidence.encoded import Encoded, Place, dumps, encode
 from mcp_lab.evidence.labels import SessionLabels
 
 logger = logging.getLogger("mcp_lab.dashboard")
 
-KINDS = ("report", "md", "html")
+KINDS = ("report", *formats.names())
 IDLE_SECONDS = 30.0
 _STOP_SECONDS = 2.0
 _MODULE = "mcp_lab.evidence.worker"
@@ -61,7 +62,8 @@ _NICE = 10
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """The report as a file (markdown or HTML), and the id of its run."""
+    """The report as a file (rendered in one of :mod:`mcp_lab.evidence.formats`), and
+    the id of its run."""
 
     body: bytes
     run: str | None
@@ -82,15 +84,13 @@ async def produce(
     """The current run's report from at most its ``max_events`` newest events (the one
     report builder, :mod:`mcp_lab.evidence.build`; ``unsaved``: events the server lost
     and could not count in Redis yet), sessions by their labels: encoded
-    (``kind="report"``), or rendered as markdown or HTML."""
+    (``kind="report"``), or rendered in the format of that name, as the server serves
+    it (``public``: sessions by label alone)."""
     made = await build.build(redis, unsaved_lost=unsaved, max_events=max_events)
-    data = labels.public(report.to_json(made))
-    run = (data.get("run") or {}).get("id")
-    if kind == "md":
-        return Rendered(report.to_markdown(made, labels).encode(), run)
-    if kind == "html":
-        return Rendered(html_report.html_of(data).encode(), run)
-    return encode(data)
+    if kind == "report":
+        return encode(labels.public(report.to_json(made)))
+    rendered = formats.get(kind).render(made, labels, public=True)
+    return Rendered(rendered.encode(), None if made.since_ms is not None else made.run_id)
 
 
 def release_free_memory() -> None:

@@ -1,12 +1,14 @@
 """HTTP routes beside MCP on the server's port: the dashboard, its data, and health.
 
-``/``            the live dashboard (a static page, services/mcp_lab/server/dashboard.html)
-``/api/report``  the current run's report as JSON (sessions by label, never by id)
+``/``            the live dashboard (services/mcp_lab/server/dashboard.html, its download
+                 links written in: :func:`mcp_lab.server.exports.page`)
+``/api/report``  the current run's report as JSON (sessions by label, never by id);
+                 ``?format=NAME`` in another format (services/mcp_lab/evidence/formats.py)
 ``/api/stream``  server-sent events: the report again whenever evidence is recorded
                  (at most ``MCP_TEST_DASHBOARD_MAX_STREAMS`` at once, 503 past it)
-``/api/report.json``, ``.md``, ``.html``, ``/api/picture``, ``/api/matrix``
-                 downloads of the report, a session's picture, the clients matrix
-                 (services/mcp_lab/server/exports.py)
+``/api/report.EXT``, ``/api/picture``, ``/api/matrix``
+                 downloads of the report (one per format), a session's picture, the
+                 clients matrix (services/mcp_lab/server/exports.py)
 ``/healthz``     Redis reachability, the relay's state (503 when degraded), and the
                  Streamable HTTP sessions open against their cap
 
@@ -15,8 +17,7 @@ The reports come from the server's one :class:`~mcp_lab.server.dashboard_feed.Da
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 from fastmcp import FastMCP
 from redis.asyncio import Redis
@@ -24,6 +25,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from mcp_lab.evidence import formats
+from mcp_lab.evidence.formats import ReportFormat
 from mcp_lab.evidence.recorder import Recorder
 from mcp_lab.server import exports
 from mcp_lab.server.dashboard_feed import UNAVAILABLE, DashboardFeed, unavailable
@@ -31,8 +34,6 @@ from mcp_lab.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from mcp_lab.server.mcp_adapter import HttpSessions
 from mcp_lab.server.relay import Relay, RelayState
 from mcp_lab.server.sessions import SessionRegistry
-
-PAGE = Path(__file__).with_name("dashboard.html")
 
 
 def add_routes(
@@ -54,7 +55,7 @@ def add_routes(
 
     @server.custom_route("/", methods=["GET"])
     async def page(_: Request) -> Response:
-        response = HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        response = HTMLResponse(exports.page())
         if auth_token:
             response.set_cookie(
                 DASHBOARD_COOKIE,
@@ -66,24 +67,24 @@ def add_routes(
         return response
 
     @server.custom_route("/api/report", methods=["GET"])
-    async def api_report(_: Request) -> Response:
+    async def api_report(request: Request) -> Response:
+        asked = request.query_params.get("format")
+        if asked is not None:
+            return await exports.report_as(feed, asked)
         try:
             encoded = await feed.encoded()
         except UNAVAILABLE as exc:
             return unavailable(exc)
         return feed.send_json(encoded)
 
-    @server.custom_route("/api/report.json", methods=["GET"])
-    async def report_json(_: Request) -> Response:
-        return await exports.download(feed, "json")
+    def download(fmt: ReportFormat) -> Callable[[Request], Awaitable[Response]]:
+        async def report_file(_: Request) -> Response:
+            return await exports.download(feed, fmt)
 
-    @server.custom_route("/api/report.md", methods=["GET"])
-    async def report_markdown(_: Request) -> Response:
-        return await exports.download(feed, "md")
+        return report_file
 
-    @server.custom_route("/api/report.html", methods=["GET"])
-    async def report_html(_: Request) -> Response:
-        return await exports.download(feed, "html")
+    for fmt in formats.FORMATS:
+        server.custom_route(fmt.path, methods=["GET"])(download(fmt))
 
     @server.custom_route("/api/picture", methods=["GET"])
     async def session_picture(request: Request) -> Response:

@@ -22,7 +22,7 @@ the newest): so reports held by slow readers are at most two, however many read.
 the server's event loop stopped every request meanwhile: a run of more than
 ``local_events`` events (all runs' together) is built in the report worker
 (:mod:`mcp_lab.evidence.worker`), a process of its own; a short one here. One build
-at a time, shared by whoever asks meanwhile; the downloads (markdown, HTML) get a
+at a time, shared by whoever asks meanwhile; the downloads (but the JSON) get a
 build of their own, rendered where it is built.
 
 The feed keeps the newest encoding only, and lets it go when the last stream closes
@@ -211,8 +211,9 @@ class DashboardFeed:
         return self._latest or await self.encoded()
 
     async def rendered(self, kind: str) -> Rendered:
-        """The newest report as a file: ``md`` or ``html`` (a build of its own, shared
-        with a build of that kind under way)."""
+        """The newest report as a file in the format named ``kind``
+        (:mod:`mcp_lab.evidence.formats`; a build of its own, shared with a build of
+        that kind under way)."""
         made = await self._build(kind)
         assert isinstance(made, Rendered)
         return made

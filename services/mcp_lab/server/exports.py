@@ -1,8 +1,10 @@
 """The dashboard's downloads, pictures and matrix, beside ``/api/report``.
 
-``/api/report.json``  the report the dashboard shows, as a file (sessions by label)
-``/api/report.md``    the same as markdown (``mcp-lab report --format markdown``)
-``/api/report.html``  the same as one self-contained HTML page (``--format html``)
+``/api/report?format=NAME``  the report in that format (one of
+                      :mod:`mcp_lab.evidence.formats`: ``table``, ``markdown``, ``json``,
+                      ``html``), sessions by label; any other name: 400, listing them
+``/api/report.EXT``   the same as a file, one route per format by its file extension:
+                      ``.json``, ``.md``, ``.html``, ``.txt`` (the table)
 ``/api/picture``      ``?session=<label>``: that session's sequence picture (SVG)
 ``/api/matrix``       the matrix history, as the server was given it to show (``mcp-lab
                       server`` is given :func:`mcp_lab.runners.matrix_history.matrix`):
@@ -10,9 +12,12 @@
                       behind it; and the bridges' latest marks per bridge, direction
                       and scenario with theirs
 
+The dashboard page (:func:`page`) links to each download, the links written in from
+the same list of formats.
+
 Each report comes from the server's one :class:`~mcp_lab.server.dashboard_feed.DashboardFeed`:
-the JSON file is the encoding ``/api/report`` sends (at most half a second old, compact
-JSON, sent in slices); markdown and HTML are rendered from a build of their own (in the
+the JSON is the encoding ``/api/report`` sends (at most half a second old, compact
+JSON, sent in slices); every other format is rendered from a build of its own (in the
 report worker for a long run); a picture is drawn from the report the dashboards are
 shown (that session's JSON alone, in a thread). The guard lets these
 through on the same terms as ``/api/report``: the bearer token, or the dashboard's
@@ -23,26 +28,40 @@ that lets nothing load or run.
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from mcp_lab.evidence import picture
+from mcp_lab.evidence import formats, picture
+from mcp_lab.evidence.formats import ReportFormat
 from mcp_lab.server.dashboard_feed import UNAVAILABLE, DashboardFeed, unavailable
 
 # Reads the matrix history (the runners' verdicts kept on disk) as /api/matrix gives it.
 Matrix = Callable[[], dict[str, Any]]
 
+PAGE = Path(__file__).with_name("dashboard.html")
+# Where the page's download links go (services/mcp_lab/server/dashboard.html).
+_LINKS_MARK = "<!-- report formats -->"
+
 _LOCKED = "default-src 'none'; style-src 'unsafe-inline'"
-_KINDS = {
-    "json": ("application/json", "json"),
-    "md": ("text/markdown; charset=utf-8", "md"),
-    "html": ("text/html; charset=utf-8", "html"),
-}
+# Answers a browser would run or draw: sent with _LOCKED.
+_ACTIVE_MEDIA = ("text/html", "image/svg+xml")
+
+
+def page() -> str:
+    """The dashboard page, with a download link per report format in its header."""
+    links = "\n    ".join(
+        f'<a id="export-{html.escape(f.name)}" href="{html.escape(f.path)}" '
+        f'title="{html.escape(f.description)}" download>{html.escape(f.name)}</a>'
+        for f in formats.FORMATS
+    )
+    return PAGE.read_text(encoding="utf-8").replace(_LINKS_MARK, links, 1)
 
 
 def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -57,22 +76,33 @@ def _attachment(run: str | None, ext: str) -> dict[str, str]:
     return {"Content-Disposition": f'attachment; filename="{_file_name(run, ext)}"'}
 
 
-async def download(feed: DashboardFeed, kind: str) -> Response:
-    """The report as a file of ``kind`` (``json``, ``md`` or ``html``). The JSON is the
-    encoding every dashboard shares (sent in slices, never copied); markdown and HTML
-    are rendered from a build of their own."""
-    media, ext = _KINDS[kind]
+async def report_as(feed: DashboardFeed, asked: str) -> Response:
+    """``/api/report?format=<asked>``: the report in that format (the same answer as its
+    download, shown rather than saved), or 400 naming the formats."""
     try:
-        if kind == "json":
+        fmt = formats.get(asked)
+    except formats.UnknownFormat as exc:
+        body = {"error": str(exc), "formats": formats.names()}
+        return JSONResponse(body, status_code=400, headers=_headers())
+    return await download(feed, fmt, attachment=False)
+
+
+async def download(feed: DashboardFeed, fmt: ReportFormat, *, attachment: bool = True) -> Response:
+    """The report in ``fmt``, as a file unless ``attachment`` is false. The JSON is the
+    encoding every dashboard shares (sent in slices, never copied); every other format
+    is rendered from a build of its own."""
+    try:
+        if fmt is formats.JSON:
             encoded = await feed.encoded()
-            return feed.send_json(encoded, _headers(_attachment(encoded.run, ext)))
-        rendered = await feed.rendered(kind)
+            extra = _attachment(encoded.run, fmt.extension) if attachment else {}
+            return feed.send_json(encoded, _headers(extra))
+        rendered = await feed.rendered(fmt.name)
     except UNAVAILABLE as exc:
         return unavailable(exc)
-    extra = _attachment(rendered.run, ext)
-    if kind == "html":
+    extra = _attachment(rendered.run, fmt.extension) if attachment else {}
+    if fmt.media_type.startswith(_ACTIVE_MEDIA):
         extra["Content-Security-Policy"] = _LOCKED
-    return Response(rendered.body, media_type=media, headers=_headers(extra))
+    return Response(rendered.body, media_type=fmt.media_type, headers=_headers(extra))
 
 
 async def session_picture(feed: DashboardFeed, request: Request) -> Response:

@@ -50,6 +50,7 @@ from urllib.parse import parse_qs
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_lab import untrusted
+from mcp_lab.evidence import formats
 from mcp_lab.logs import Throttled
 from mcp_lab.server.host_origin import HostOrigin
 from mcp_lab.settings import LabSettings
@@ -65,10 +66,9 @@ _COOKIE_PATHS = frozenset(
     {
         "/api/report",
         "/api/stream",
-        # the page's downloads, pictures and matrix (services/mcp_lab/server/exports.py)
-        "/api/report.json",
-        "/api/report.md",
-        "/api/report.html",
+        # the page's downloads, one per report format, pictures and matrix
+        # (services/mcp_lab/server/exports.py)
+        *(f.path for f in formats.FORMATS),
         "/api/picture",
         "/api/matrix",
     }
