@@ -67,7 +67,7 @@ async def test_one_publish_reaches_every_session_once_and_records_each_truthfull
             # the SDK's per-session path.
             subscribers = server.lab.registry.all_subscribers()
             assert len(subscribers) == SESSIONS + 1
-            assert all(s.get_stream is not None for s in subscribers)
+            assert all(s.delivery.batched for s in subscribers)
 
             mark = server.mark()
             reads = version_reads(redis_client)

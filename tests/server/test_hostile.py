@@ -28,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_lab import protocol
 from mcp_lab.contract import Peer
 from mcp_lab.server.asgi import FrontDoor
+from mcp_lab.server.delivery import GetStreamDelivery
 from mcp_lab.server.guard import BodyGate, Security
 from mcp_lab.server.lifecycle import SessionCap
 from mcp_lab.server.resume.get_streams import StreamLog, plain
@@ -429,7 +430,7 @@ async def test_a_job_over_the_size_the_updater_takes_is_refused_not_queued(
     async def nothing(*_: object) -> None:
         return None
 
-    subscriber = Subscriber(peer=peer, send_updated=nothing, send_list_changed=nothing)
+    subscriber = Subscriber(peer, GetStreamDelivery(peer.session, nothing, nothing))
     with pytest.raises(MCPError) as refused:
         await lab.subscribe(subscriber, STATUS_URI)
     assert refused.value.error.code == mcp_types.INVALID_PARAMS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mcp_lab.contract import Peer
+from mcp_lab.server.delivery import GetStreamDelivery
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 
 URI = "test://review/status"
@@ -13,7 +14,7 @@ async def _noop(*_: object) -> None:
 
 
 def _subscriber(session: str) -> Subscriber:
-    return Subscriber(Peer(session, "c", "1"), send_updated=_noop, send_list_changed=_noop)
+    return Subscriber(Peer(session, "c", "1"), GetStreamDelivery(session, _noop, _noop))
 
 
 def test_subscribers_are_found_by_uri_and_by_session() -> None:

@@ -5,8 +5,9 @@ session's event is stored for resumption together (each with its own event id), 
 put on the session's GET stream queue without waiting; a full queue (a client not
 reading) gets a bounded wait of its own. The log lines go out before anything else
 runs and the evidence records are written in one batch. Who is notified of what is
-decided by :mod:`mcp_lab.server.relay`; :mod:`mcp_lab.server.notify` hands the
-sessions with a usable GET stream here (docs/performance.md, "Fan-out").
+decided by :mod:`mcp_lab.server.relay`; :mod:`mcp_lab.server.notify` hands here the
+subscribers whose delivery is batched: a :class:`~mcp_lab.server.delivery.GetStreamDelivery`
+with a usable GET stream, open or not (docs/performance.md, "Fan-out").
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mcp_lab.evidence.recorder import Recorder, Sent, now_ms
 from mcp_lab.logs import events
 from mcp_lab.process import heap
 from mcp_lab.server import mcp_adapter
+from mcp_lab.server.delivery import GetStreamDelivery
 from mcp_lab.server.resume.eventstore import store_events
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 from mcp_lab.settings import LabSettings
@@ -52,6 +54,13 @@ async def _let_writers_run() -> None:
     send chain). Bounded: the bookkeeping waits at most these rounds."""
     for _ in range(_WRITER_ROUNDS):
         await asyncio.sleep(0)
+
+
+def _stream_of(target: Subscriber) -> mcp_adapter.GetStream:
+    """The GET stream a batched subscriber is written to: notify.py hands the fan-out
+    only subscribers whose delivery said it is batched, which only a
+    :class:`GetStreamDelivery` with a stream does."""
+    return cast(mcp_adapter.GetStream, cast(GetStreamDelivery, target.delivery).stream)
 
 
 def failed(exc: BaseException) -> str:
@@ -194,7 +203,7 @@ class FanOut:
         prepared = {uri: self._prepared(uri) for uri in dict.fromkeys(t.uri for t in targets)}
         entries: list[tuple[EventStore, str, JSONRPCMessage]] = []
         for one in targets:
-            store = cast(mcp_adapter.GetStream, one.target.get_stream).event_store
+            store = _stream_of(one.target).event_store
             if store is not None:
                 entries += [(store, GET_STREAM_KEY, message) for _, message in prepared[one.uri]]
         ids = iter(await self._store(entries))
@@ -230,10 +239,10 @@ class FanOut:
         """Put each target's events on its GET stream queue, without waiting: an
         outcome for each, or (a full queue) the events left for :meth:`_push`."""
         for one in targets:
-            stream = cast(mcp_adapter.GetStream, one.target.get_stream)
+            stream = _stream_of(one.target)
             kept = stream.event_store is not None
             queue = stream.queue()
-            can_deliver = self._registry.can_deliver(one.target)
+            can_deliver = one.target.delivery.can_deliver(self._registry)
             pending = []
             for method, message in prepared[one.uri]:
                 event = EventMessage(message, next(ids) if kept else None)
@@ -278,7 +287,7 @@ class FanOut:
         return outcomes
 
     async def _push_one(self, item: _Pending) -> _Outcome:
-        queue = cast(mcp_adapter.GetStream, item.target.get_stream).queue()
+        queue = _stream_of(item.target).queue()
         if queue is None:
             return item.outcome(False, NO_STREAM)
         try:
@@ -292,7 +301,7 @@ class FanOut:
                 exc,
             )
             return item.outcome(False, failed(exc))
-        delivered = self._registry.can_deliver(item.target)
+        delivered = item.target.delivery.can_deliver(self._registry)
         return item.outcome(delivered, "" if delivered else NO_STREAM)
 
     async def _record(self, outcomes: list[_Outcome]) -> None:

@@ -17,6 +17,7 @@ from mcp_lab.evidence.labels import SessionLabels
 from mcp_lab.evidence.recorder import annotate
 from mcp_lab.logs import event
 from mcp_lab.server import mcp_adapter
+from mcp_lab.server.delivery import session_delivery
 from mcp_lab.server.service import Lab, not_found
 from mcp_lab.server.sessions import Subscriber
 
@@ -59,10 +60,12 @@ class EventLogMiddleware(Middleware):
             self._lab.registry.remember(peer)
             self._lab.registry.listen_for_list(
                 Subscriber(
-                    peer=peer,
-                    send_updated=ctx.session.send_resource_updated,
-                    send_list_changed=ctx.session.send_resource_list_changed,
-                    always_open=not peer.on_streamable_http,
+                    peer,
+                    session_delivery(
+                        peer,
+                        ctx.session.send_resource_updated,
+                        ctx.session.send_resource_list_changed,
+                    ),
                     told_listed=await self._lab.listed_now(peer),
                 )
             )
@@ -189,12 +192,12 @@ class Handlers:
             event(protocol.SUBSCRIBE, f"uri={_cut(uri)}", peer, "error=not-found")
             raise not_found(uri, peer.protocol)
         session = ctx.session
+        stream = mcp_adapter.get_stream_of(lab.http_sessions, session)
         subscriber = Subscriber(
-            peer=peer,
-            send_updated=session.send_resource_updated,
-            send_list_changed=session.send_resource_list_changed,
-            always_open=not peer.on_streamable_http,
-            get_stream=mcp_adapter.get_stream_of(lab.http_sessions, session),
+            peer,
+            session_delivery(
+                peer, session.send_resource_updated, session.send_resource_list_changed, stream
+            ),
         )
         job_id = await lab.subscribe(subscriber, uri)
         event(protocol.SUBSCRIBE, f"uri={uri}", peer, f"job={job_id}")

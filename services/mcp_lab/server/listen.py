@@ -2,9 +2,11 @@
 
 Each listen stream is served by the mcp SDK's ``ListenHandler`` over a
 ``SubscriptionBus`` of its own. The stream registers in the session registry
-like a legacy subscriber; when the relay (which listens on the Redis updates
-channel, on every replica) targets it, it publishes ``ResourceUpdated`` on the
-stream's bus, and the handler writes the notification onto the stream. A listen
+like a legacy subscriber, with a :class:`~mcp_lab.server.delivery.ListenDelivery`
+over its bus (the ``listen`` delivery path); when the relay (which listens on the
+Redis updates channel, on every replica) targets it, the delivery publishes
+``ResourceUpdated`` (or ``ResourcesListChanged``) on the stream's bus, and the
+handler writes the notification onto the stream. A listen
 naming a catalog URI counts as a subscribe: the updater schedules the update.
 """
 
@@ -18,18 +20,13 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    ListenHandler,
-    ResourcesListChanged,
-    ResourceUpdated,
-    ServerEvent,
-)
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
 
 from mcp_lab import protocol, untrusted
 from mcp_lab.catalog import Catalog
 from mcp_lab.contract import Peer
 from mcp_lab.logs import event
+from mcp_lab.server.delivery import ListenDelivery
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab.listen")
@@ -123,11 +120,9 @@ class ListenStreams:
         bus = StreamBus()
         subscriber = Subscriber(
             peer=peer,
-            send_updated=lambda uri: bus.publish(ResourceUpdated(uri=uri)),
-            send_list_changed=lambda: bus.publish(ResourcesListChanged()),
+            delivery=ListenDelivery(bus),
             # Client-chosen request ids repeat across instances of one client.
             key=f"{peer.session}#listen-{uuid.uuid4().hex}",
-            always_open=True,
         )
         if params.notifications.resources_list_changed:
             self._registry.listen_for_list(subscriber)

@@ -1,10 +1,12 @@
 """Telling subscribers of their updates, for the relay (:mod:`mcp_lab.server.relay`
 decides who is told of what): the version each is told (its message's, else the
-current one, read once per state scope and URI rather than once per session), then
-the Streamable HTTP sessions with a usable GET stream written to together
-(:mod:`mcp_lab.server.fanout`) and every other subscriber (legacy SSE, stdio, listen
-streams) through its own sender. Each send is bounded, so one stuck client does not
-hold up the others, and each is logged and recorded as evidence.
+current one, read once per state scope and URI rather than once per session), then,
+as each subscriber's delivery (:mod:`mcp_lab.server.delivery`) says, the batched
+ones (Streamable HTTP sessions with a usable GET stream) written to together
+(:mod:`mcp_lab.server.fanout`) and every other one (legacy SSE, stdio, listen
+streams, sessions the SDK's senders serve) through its delivery, one by one. Each
+send is bounded, so one stuck client does not hold up the others, and each is logged
+and recorded as evidence.
 """
 
 from __future__ import annotations
@@ -49,10 +51,10 @@ class Notifier:
 
     async def notify_all(self, targets: list[Update]) -> None:
         """Notify each target of its update (of one URI or of many): the versions not
-        named read once per state scope and URI (not per session), the Streamable HTTP
-        sessions' GET streams written to together (:meth:`FanOut.fan_out`), every other
-        subscriber through its own sender. Concurrently, each bounded: one stuck
-        client must not hold up the others."""
+        named read once per state scope and URI (not per session), the targets whose
+        delivery is batched written to together (:meth:`FanOut.fan_out`), every other
+        one through its delivery. Concurrently, each bounded: one stuck client must
+        not hold up the others."""
         if not targets:
             return
         versions = await self._versions(targets)
@@ -62,9 +64,8 @@ class Notifier:
             uri = message.uri
             if isinstance(version, int):
                 target.known[uri] = max(version, target.known.get(uri, 0))
-            stream = target.get_stream
             one = Target(target, uri, version, message.due_ms)
-            (direct if stream is not None and stream.usable else others).append(one)
+            (direct if target.delivery.batched else others).append(one)
         await asyncio.gather(self._fanout.fan_out(direct), *(self._notify(one) for one in others))
 
     async def _versions(self, targets: list[Update]) -> list[int | str | None]:
@@ -81,12 +82,13 @@ class Notifier:
         return [m.version if m.version is not None else current[where(t, m)] for t, m in targets]
 
     async def _notify(self, one: Target) -> None:
-        """Notify one subscriber through its own sender (SSE, stdio, listen streams)."""
+        """Notify one subscriber through its delivery (a path that is not batched)."""
         target, version, uri = one.target, one.version, one.uri
+        delivery = target.delivery
         event("resource/update", f"uri={uri} version={version}", target.peer)
-        await self.send(target, UPDATED, uri, version, target.send_updated(uri), one.due_ms)
+        await self.send(target, UPDATED, uri, version, delivery.updated(uri), one.due_ms)
         if self._settings.send_list_changed:
-            await self.send(target, LIST_CHANGED, None, None, target.send_list_changed())
+            await self.send(target, LIST_CHANGED, None, None, delivery.list_changed())
 
     async def send(
         self,
@@ -100,7 +102,7 @@ class Notifier:
         """Send one notification and record it: delivered only if a stream was open
         when it went out and the send completed."""
         peer = target.peer
-        delivered = self._registry.can_deliver(target)
+        delivered = target.delivery.can_deliver(self._registry)
         problem = "" if delivered else NO_STREAM
         try:
             # Awaited here, not in a task of its own (as wait_for would): the line

@@ -26,9 +26,10 @@ One round is one fan-out: the versions not named are read once per state scope
 and URI, and the Streamable HTTP sessions' GET streams are written to together
 (each notification built once, the resume events stored together, the evidence
 records written together; see :mod:`mcp_lab.server.fanout` and docs/performance.md,
-"Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified
-through their own senders (:mod:`mcp_lab.server.notify`). Each send is bounded, so
-one stuck client does not hold up the others.
+"Fan-out"). Other subscribers (legacy SSE, stdio, listen streams) are notified one
+by one through their delivery paths (:mod:`mcp_lab.server.notify`,
+:mod:`mcp_lab.server.delivery`). Each send is bounded, so one stuck client does not
+hold up the others.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ class Relay:
                 logs.shorten(",".join(sorted(new))),
                 logs.shorten(target.peer.session),
             )
-            await self._notifier.send(target, LIST_CHANGED, None, None, target.send_list_changed())
+            changed = target.delivery.list_changed()
+            await self._notifier.send(target, LIST_CHANGED, None, None, changed)
             sent += 1
         return sent
 
@@ -316,7 +318,7 @@ class Relay:
                 listener.told_listed.add(message.uri)
         await asyncio.gather(
             *(
-                self._notifier.send(t, LIST_CHANGED, None, None, t.send_list_changed())
+                self._notifier.send(t, LIST_CHANGED, None, None, t.delivery.list_changed())
                 for t in listeners
             )
         )

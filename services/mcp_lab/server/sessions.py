@@ -2,20 +2,21 @@
 
 A subscriber is a legacy session (``resources/subscribe``; key: the session id)
 or one ``subscriptions/listen`` stream (key: the peer's session plus the
-stream's id). Only subscribers connected to this process are here; the Redis
-set of subscribers (see :mod:`mcp_lab.contract`) covers all replicas.
+stream's id). Each is reached through its :class:`~mcp_lab.server.delivery.Delivery`
+(a session's GET stream, SSE or stdio connection, or the listen stream); the
+registry counts the open GET streams the ``get-stream`` path needs. Only
+subscribers connected to this process are here; the Redis set of subscribers (see
+:mod:`mcp_lab.contract`) covers all replicas.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mcp_lab.contract import Peer
-from mcp_lab.server.mcp_adapter import GetStream
-
-SendUpdated = Callable[[str], Awaitable[None]]
-SendListChanged = Callable[[], Awaitable[None]]
+from mcp_lab.server.delivery import (
+    Delivery,
+)
 
 
 @dataclass(slots=True)
@@ -23,20 +24,13 @@ class Subscriber:
     """Something that can be notified: its peer, its subscriptions, how to reach it."""
 
     peer: Peer
-    send_updated: SendUpdated
-    send_list_changed: SendListChanged
+    # Its delivery path (mcp_lab.server.delivery): what the relay sends through.
+    delivery: Delivery
     uris: set[str] = field(default_factory=set)
     key: str = ""
-    # True for SSE, stdio and listen streams, whose stream is the connection
-    # itself; a Streamable HTTP session needs its GET stream open (counted by
-    # stream_opened/stream_closed).
-    always_open: bool = False
     # Per URI, the version this subscriber was last told about (or saw when it
     # subscribed): after an outage the relay notifies what is newer.
     known: dict[str, int] = field(default_factory=dict)
-    # The GET stream of a Streamable HTTP session, written to directly by a
-    # fan-out (see mcp_lab.server.fanout); None: notify through send_updated.
-    get_stream: GetStream | None = None
     # The scenario's hidden resources listed in this subscriber's scope that it was
     # told of with list_changed (or that were listed before it came): after an
     # outage the relay sends list_changed if more were listed. None: not followed
@@ -142,9 +136,10 @@ class SessionRegistry:
         else:
             self._open_streams.pop(session, None)
 
-    def can_deliver(self, subscriber: Subscriber) -> bool:
-        """Whether a notification to ``subscriber`` has an open stream to travel on."""
-        return subscriber.always_open or self._open_streams.get(subscriber.peer.session, 0) > 0
+    def get_stream_open(self, session: str) -> bool:
+        """Whether a standalone GET stream of ``session`` is open here (what a
+        ``get-stream`` delivery needs, :class:`~mcp_lab.server.delivery.OpenStreams`)."""
+        return self._open_streams.get(session, 0) > 0
 
     def subscribe(self, subscriber: Subscriber, uri: str) -> Subscriber:
         """Add ``uri`` to the subscriptions of ``subscriber`` (or of the one already
