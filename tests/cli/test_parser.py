@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -14,7 +16,8 @@ import yaml
 
 from mcp_lab.cli import connect
 from mcp_lab.cli.main import build_parser
-from mcp_lab.runners.clients import configs, drivers
+from mcp_lab.runners.clients import configs, definition, drivers
+from mcp_lab.runners.clients.connecting import Connection, Here
 from mcp_lab.runners.clients.pins import CLIENTS
 
 URL = "http://127.0.0.1:18089/mcp"
@@ -75,45 +78,58 @@ def test_json_is_offered_by_every_command_with_an_answer() -> None:
         assert "--json" in options, name
 
 
-def test_connect_knows_the_clients_the_issue_names() -> None:
-    assert set(connect.CLIENTS) == {
-        "claude-code",
-        "codex",
-        "gemini-cli",
-        "opencode",
-        "copilot",
-        "goose",
-        "crush",
-        "vscode",
-        "cursor",
-    }
+def shown(client: str) -> Connection:
+    """What ``connect CLIENT`` says for the lab at URL (run in a folder of no consequence)."""
+    return connect.connection(connect.CLIENTS[client], URL, Here(Path("/"), Path("/"), {}))
 
 
-@pytest.mark.parametrize(
-    ("client", "config_part"),
-    [
-        ("claude-code", configs.claude_code_mcp),
-        ("gemini-cli", configs.gemini_cli_mcp),
-        ("opencode", configs.opencode_mcp),
-        ("copilot", configs.copilot_mcp),
-    ],
-)
+def test_connect_offers_every_client_file_with_a_connect_table() -> None:
+    with_table = {c.name for c in definition.every_file().values() if c.connect is not None}
+    assert set(connect.CLIENTS) == with_table
+    assert with_table == {
+        # the nine of the first connect
+        "claude-code", "codex", "gemini-cli", "opencode", "copilot", "goose", "crush",
+        "vscode", "cursor",
+        # the other agent CLIs with a config writer
+        "qwen-code", "continue", "cline", "factory-droid", "kilo", "kimi-cli",
+    }  # fmt: skip
+    parsers = dict(_subparsers(build_parser(with_clients=False)))
+    choices = next(a.choices for a in parsers["connect"]._actions if a.dest == "client")
+    assert list(choices or []) == list(connect.CLIENTS)
+
+
+def test_every_client_file_with_a_config_writer_over_http_is_connectable() -> None:
+    for client in CLIENTS.values():
+        if client.config_writer in configs.SNIPPETS and "http" in client.transports:
+            assert client.connect is not None, client.name
+            assert client.connect.writer == client.config_writer, client.name
+
+
+WITH_WRITERS = sorted(n for n, c in connect.CLIENTS.items() if c.connect and c.connect.writer)
+
+
+@pytest.mark.parametrize("client", [n for n in WITH_WRITERS if n != "codex"])
 def test_an_agent_clis_snippet_is_what_its_config_writer_writes(
-    client, config_part, tmp_path
+    client: str, tmp_path: Path
 ) -> None:
-    shown = connect.CLIENTS[client](URL)
-    part = config_part(configs.Server(url=URL))
-    assert json.loads(shown.snippet()) == part
+    writer = CLIENTS[client].config_writer
+    part = configs.SNIPPETS[writer](configs.Server(url=URL))
+    assert json.loads(shown(client).snippet()) == part
     # and its client file's driver writes that very part into the config of a scored run
     dirs = drivers.RunDirs(tmp_path / "home", tmp_path / "work", URL, "http://127.0.0.1:1")
     drivers.templated(CLIENTS[client])("bin", dirs, "prompt", False)
-    written = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json")]
+    written = []
+    for path in tmp_path.rglob("*"):
+        try:
+            written.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue  # a folder, or not JSON
     key = next(iter(part))
-    assert any(data.get(key) == part[key] for data in written), written
+    assert any(isinstance(d, dict) and d.get(key) == part[key] for d in written), written
 
 
 def test_codex_snippet_is_the_table_its_driver_appends(tmp_path: Path) -> None:
-    snippet = connect.CLIENTS["codex"](URL).snippet()
+    snippet = shown("codex").snippet()
     assert tomllib.loads(snippet) == {
         "mcp_servers": {"lab": {"url": URL, "default_tools_approval_mode": "approve"}}
     }
@@ -124,9 +140,22 @@ def test_codex_snippet_is_the_table_its_driver_appends(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("client", ["goose", "crush", "vscode", "cursor"])
 def test_every_other_snippet_parses_and_names_the_lab(client: str) -> None:
-    shown = connect.CLIENTS[client](URL)
-    parsed = yaml.safe_load(shown.snippet()) if shown.language == "yaml" else None
-    if shown.language == "json":
-        parsed = json.loads(shown.snippet())
+    made = shown(client)
+    table = connect.CLIENTS[client].connect
+    assert table is not None and table.template is not None and table.writer is None
+    parsed = yaml.safe_load(made.snippet()) if made.language == "yaml" else None
+    if made.language == "json":
+        parsed = json.loads(made.snippet())
     assert parsed is not None and URL in json.dumps(parsed)
-    assert shown.start
+    assert made.start
+
+
+def test_the_parser_reads_the_client_files_only_for_connect() -> None:
+    # `up` and the processes it starts build the same parser: connect's choices wait
+    code = (
+        "import sys; from mcp_lab.cli.main import build_parser; "
+        "build_parser(with_clients=False).parse_args(['status']); "
+        "print('mcp_lab.runners.clients.definition' in sys.modules)"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "False"

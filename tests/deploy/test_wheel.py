@@ -1,8 +1,9 @@
 """The lab as a user installs it: a wheel built from the checkout, installed (not
-editable) into a fresh virtualenv with a fresh HOME, lists what the checkout lists,
-puts no top-level ``services`` package into the environment, passes ``mcp-lab check``
-with the ideal client, and runs a pytest suite that uses the ``mcp_lab`` fixture, also
-in a project that has a ``services`` package of its own."""
+editable) into a fresh virtualenv with a fresh HOME, lists what the checkout lists
+(clients, scenarios, bridges, the clients ``connect`` knows), puts no top-level
+``services`` package into the environment, passes ``mcp-lab check`` with the ideal
+client, and runs a pytest suite that uses the ``mcp_lab`` fixture, also in a project
+that has a ``services`` package of its own."""
 
 from __future__ import annotations
 
@@ -114,8 +115,13 @@ def test_the_wheel_installs_mcp_lab_and_no_services_package(installed: Installed
 
 @pytest.mark.parametrize(
     "argv",
-    [("clients", "list", "--format", "json"), ("scenarios",), ("bridges", "list")],
-    ids=["clients-list", "scenarios", "bridges-list"],
+    [
+        ("clients", "list", "--format", "json"),
+        ("scenarios",),
+        ("bridges", "list"),
+        ("connect", "--help"),  # its clients: the client files with a [connect] table
+    ],
+    ids=["clients-list", "scenarios", "bridges-list", "connect-help"],
 )
 def test_the_installed_lab_lists_what_the_checkout_lists(
     installed: Installed, tmp_path: Path, argv: tuple[str, ...]

@@ -5,6 +5,9 @@ in healthcheck.py, status.py and connect.py, each imported when its command runs
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 from mcp_lab.cli import common
 
@@ -30,13 +33,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_cmd_status)
 
     connect = sub.add_parser(
-        "connect", help="the configuration that points a client at the running lab"
+        "connect",
+        help="the configuration that points a client at the running lab",
+        description="The configuration that points a client at the running lab: each "
+        "client file with a [connect] table is a choice (services/mcp_lab/runners/"
+        "clients/defs/*.toml; docs/own-client.md).",
     )
-    from mcp_lab.cli.connect import CLIENTS as CONNECTABLE  # a few ms: no SDK, no Redis
-
-    connect.add_argument("client", choices=list(CONNECTABLE), help="the client to configure")
+    connect.add_argument(
+        "client",
+        nargs="?",
+        choices=_Connectable(),
+        metavar="CLIENT",  # argparse would list the choices while building the parser
+        help="the client to configure: %(choices)s",
+    )
+    connect.add_argument(
+        "--client-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="instead of CLIENT: a client file of your own with a [connect] table",
+    )
     connect.add_argument("--json", action="store_true", help=common.JSON_HELP)
     connect.set_defaults(func=_cmd_connect)
+
+
+class _Connectable:
+    """The names ``connect`` takes: the client files with a ``[connect]`` table, read
+    (~20 ms) only when a ``connect`` is parsed or its help shown, not by ``up``."""
+
+    def _names(self) -> list[str]:
+        from mcp_lab.cli.connect import CLIENTS
+
+        return list(CLIENTS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 def _cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -57,5 +91,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_connect(args: argparse.Namespace) -> int:
     from mcp_lab.cli import connect
+    from mcp_lab.runners.clients.definition import ClientDef, DefinitionError
 
-    return connect.main(args.client, common.lab(common.settings()).server.mcp_url, args.json)
+    if (args.client is None) == (args.client_file is None):
+        print("mcp-lab connect: give CLIENT or --client-file PATH (one of them)", file=sys.stderr)
+        return 2
+    client: str | ClientDef = args.client
+    if args.client_file is not None:
+        try:
+            client = connect.from_file(args.client_file)
+        except DefinitionError as exc:
+            print(f"mcp-lab: {exc}", file=sys.stderr)
+            return 2
+    return connect.main(client, common.lab(common.settings()).server.mcp_url, args.json)

@@ -12,10 +12,10 @@ from mcp_lab.runners.clients.definition import (
     STDIO,
     DefinitionError,
     from_command,
-    load,
+    load_client,
     parse,
 )
-from mcp_lab.runners.clients.pins import CLIENTS, with_files
+from mcp_lab.runners.clients.pins import CLIENTS, clients_with_files
 
 MINIMAL = """
 name = "mine"
@@ -28,10 +28,15 @@ argv = ["{binary}", "client.py", "{url}"]
 
 
 def test_every_built_in_client_is_a_file_of_its_own() -> None:
-    files = [*definition.DEFS.glob("*.toml"), *definition.LIBRARIES.glob("*.toml")]
-    assert sorted(p.stem for p in files) == sorted(CLIENTS)
+    files = [*definition.CLIENT_DEFS.glob("*.toml"), *definition.LIBRARIES.glob("*.toml")]
+    assert sorted(p.stem for p in files) == sorted(definition.every_file())
+    # the editors are files for mcp-lab connect only: not run, not listed by clients
+    editors = {n for n, c in definition.every_file().items() if c.kind == definition.EDITOR}
+    assert editors == {"vscode", "cursor"}
+    assert sorted(CLIENTS) == sorted(set(definition.every_file()) - editors)
+    assert all(definition.every_file()[n].not_installable for n in editors)
     assert all(c.kind in ("cli", "inspector") for c in definition.builtin().values()
-               if Path(c.origin).parent == definition.DEFS)  # fmt: skip
+               if Path(c.origin).parent == definition.CLIENT_DEFS)  # fmt: skip
     assert all(c.kind == "library" for c in CLIENTS.values()
                if Path(c.origin).parent == definition.LIBRARIES)  # fmt: skip
     clis = [c for c in CLIENTS.values() if c.kind == "cli" and not c.not_installable]
@@ -45,7 +50,7 @@ def test_every_built_in_client_is_a_file_of_its_own() -> None:
 def test_a_file_of_ones_own_is_read_and_replaces_a_built_in_of_its_name(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text(MINIMAL)
-    client = load(mine)
+    client = load_client(mine)
     assert (client.name, client.kind, client.source, client.version) == (
         "mine", "program", "command", "local"
     )  # fmt: skip
@@ -53,7 +58,7 @@ def test_a_file_of_ones_own_is_read_and_replaces_a_built_in_of_its_name(tmp_path
     assert client.here == str(tmp_path)
     own = tmp_path / "codex.toml"
     own.write_text(MINIMAL.replace('"mine"', '"codex"'))
-    assert with_files([own])["codex"].kind == "program"
+    assert clients_with_files([own])["codex"].kind == "program"
     assert CLIENTS["codex"].kind == "cli"  # the built-in itself is untouched
 
 
@@ -76,16 +81,16 @@ def test_a_file_that_cannot_be_used_says_where_and_why(
     bad = tmp_path / "bad.toml"
     bad.write_text(MINIMAL.replace(*change))
     with pytest.raises(DefinitionError) as raised:
-        load(bad)
+        load_client(bad)
     assert str(raised.value).startswith(f"{bad}: ") and says in str(raised.value)
 
 
 def test_a_file_that_is_not_toml_or_not_there_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "x.toml").write_text("name = [")
     with pytest.raises(DefinitionError, match="not valid TOML"):
-        load(tmp_path / "x.toml")
+        load_client(tmp_path / "x.toml")
     with pytest.raises(DefinitionError, match="cannot be read"):
-        load(tmp_path / "missing.toml")
+        load_client(tmp_path / "missing.toml")
 
 
 def test_a_command_line_is_a_client_with_no_model_that_any_name_may_be() -> None:
@@ -117,14 +122,14 @@ argv = ["{{binary}}", "-p", "{{prompt}}"]
 def test_a_pypi_client_names_the_python_it_needs(tmp_path: Path) -> None:
     path = tmp_path / "py-agent.toml"
     path.write_text(PYPI_CLIENT.format(python='python = "3.13"'))
-    assert load(path).python == "3.13"
+    assert load_client(path).python == "3.13"
     path.write_text(PYPI_CLIENT.format(python=""))
-    assert load(path).python is None
+    assert load_client(path).python is None
     for wrong in ('python = "3"', 'python = "3.13.0"', "python = 3.13"):
         path.write_text(PYPI_CLIENT.format(python=wrong))
         with pytest.raises(DefinitionError, match=r"py-agent\.toml: \[install\] python is a"):
-            load(path)
+            load_client(path)
     npm = PYPI_CLIENT.format(python='python = "3.13"').replace('pypi = "py-agent"', 'npm = "x"')
     path.write_text(npm)
     with pytest.raises(DefinitionError, match=r"for a pypi package"):
-        load(path)
+        load_client(path)

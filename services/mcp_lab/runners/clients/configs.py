@@ -7,8 +7,10 @@ HTTP (its URL) or over stdio (a command the client starts). The writers of the b
 CLIs also point them at the scripted model where their config holds that (Codex,
 OpenCode); the others take it from the environment their client file sets.
 
-The part of each config that names the lab is a function of its own (``*_mcp``), which
-``mcp-lab connect`` prints for a person's own CLI, so both always agree.
+The part of each config that names the lab is a function of its own (``*_mcp``),
+listed by writer in :data:`SNIPPETS`: a client file whose ``[connect] writer`` names
+its writer gets that part from ``mcp-lab connect`` for a person's own copy, so both
+always agree (:mod:`mcp_lab.runners.clients.connecting`).
 """
 
 from __future__ import annotations
@@ -274,4 +276,19 @@ WRITERS: dict[str, Writer] = {
     "factory-droid": _factory_droid,
     "mcp-servers-json": _mcp_servers_json,
     "env": _env_only,
+}
+
+# The writers whose part that names the lab is a snippet a person can paste, by writer
+# name: JSON data, or the lines of a TOML table (Codex's).
+SNIPPETS: dict[str, Callable[[Server], Any]] = {
+    "claude-code": claude_code_mcp,
+    "gemini-cli": gemini_cli_mcp,
+    "codex": codex_mcp,
+    "opencode": opencode_mcp,
+    "copilot": copilot_mcp,
+    "qwen-code": qwen_code_mcp,
+    "continue": continue_mcp,
+    "cline": cline_mcp,
+    "factory-droid": factory_droid_mcp,
+    "mcp-servers-json": mcp_servers,
 }

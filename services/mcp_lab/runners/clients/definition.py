@@ -11,7 +11,10 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     kind = "cli"                   # cli (an agent with a model), program (no model:
                                    # it runs the whole flow itself), library (a program
                                    # written on a client library or agent framework, as
-                                   # its docs show; a model API optional), inspector (mcpdo)
+                                   # its docs show; a model API optional), inspector
+                                   # (mcpdo), editor (an IDE the lab cannot drive: never
+                                   # run nor listed by clients; only mcp-lab connect
+                                   # knows it; needs [install] unavailable and [connect])
     client_info = "my-agent"       # the clientInfo name it sends in initialize
     transports = ["http", "stdio"] # how it can reach an MCP server (default: http)
 
@@ -42,6 +45,10 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     env = { MY_AGENT_BASE_URL = "{model_url}/v1" }
     interactive = "claude-code"    # optional: a built-in procedure for its interactive UI
 
+    [connect]                      # optional: what mcp-lab connect prints for it (file,
+                                   # language, writer or template, start, notes,
+                                   # notes_from: mcp_lab.runners.clients.connecting)
+
 Placeholders in ``argv``, ``continue``, ``env`` and ``path``: ``{binary}``,
 ``{prompt}``, ``{home}``, ``{workdir}``, ``{config}`` (the file the writer wrote),
 ``{model_url}``, ``{here}`` (the folder of the client file), ``{server}`` (the
@@ -55,28 +62,35 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
 from typing import Any
 
+from mcp_lab.protocol import Transport
+from mcp_lab.runners.clients import connecting
 from mcp_lab.runners.clients.configs import WRITERS
+from mcp_lab.runners.definitions import NAME, NPM, PYPI, DefinitionError, read_toml
 
-DEFS = Path(__file__).with_name("defs")
+CLIENT_DEFS = Path(__file__).with_name("defs")
 # The client libraries' programs, a client file each (kind "library").
 LIBRARIES = Path(__file__).with_name("libraries")
-HTTP, STDIO = "http", "stdio"
+# A client file's transports, and a row's: the transports' short names.
+HTTP, STDIO = Transport.STREAMABLE_HTTP.short, Transport.STDIO.short
 TRANSPORTS = (HTTP, STDIO)
 CLI, PROGRAM, INSPECTOR, LIBRARY = "cli", "program", "inspector", "library"
-KINDS = (CLI, LIBRARY, INSPECTOR, PROGRAM)
-NPM, PYPI, COMMAND = "npm", "pypi", "command"
+KINDS = (CLI, LIBRARY, INSPECTOR, PROGRAM)  # the kinds the lab runs
+# An editor the lab cannot drive offline: a client file for ``mcp-lab connect`` only,
+# left out of builtin() (so of ``clients list`` and ``clients run``).
+EDITOR = "editor"
+FILE_KINDS = (*KINDS, EDITOR)
+COMMAND = "command"  # a program on this machine (else NPM or PYPI)
 NO_MODEL = "none"
 # The clientInfo of a command whose client name is not known: any client that connects.
 ANY_CLIENT = "*"
 MODEL_APIS = ("anthropic", "openai-responses", "openai-chat", "gemini", NO_MODEL)
 CONFIG_WRITERS = tuple(WRITERS)  # each a way to point a client at the lab (configs.py)
-PLACEHOLDERS = frozenset(
+CLIENT_PLACEHOLDERS = frozenset(
     {
         "binary",
         "prompt",
@@ -93,20 +107,16 @@ PLACEHOLDERS = frozenset(
 # The interactive UIs the runner can drive (``[run] interactive``), by name.
 INTERACTIVE_UIS = ("claude-code",)
 _PYTHON = re.compile(r"^3\.[0-9]{1,2}$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_KEYS = {
+_CLIENT_KEYS = {
     "": {"name", "title", "kind", "client_info", "transports", "install", "model", "config",
-         "run"},
+         "run", "connect"},
     "install": {"npm", "pypi", "command", "version", "binary", "node", "python",
                 "postinstall", "unavailable"},
     "model": {"api"},
     "config": {"writer", "path"},
     "run": {"argv", "continue", "env", "interactive"},
+    "connect": set(connecting.KEYS),
 }  # fmt: skip
-
-
-class DefinitionError(ValueError):
-    """A client file that cannot be used: the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ class ClientDef:
     postinstall: str | None = None
     unavailable: str | None = None
     origin: str = "built in"  # the file it came from
+    connect: connecting.ConnectDef | None = None  # what mcp-lab connect prints for it
 
     @property
     def here(self) -> str:
@@ -164,15 +175,9 @@ class ClientDef:
         return self.source in (NPM, PYPI)
 
 
-def load(path: Path) -> ClientDef:
+def load_client(path: Path) -> ClientDef:
     """The client of the TOML file ``path``; DefinitionError naming what is wrong."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DefinitionError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DefinitionError(f"{path}: not valid TOML: {exc}") from None
-    return parse(data, str(path))
+    return parse(read_toml(path), str(path))
 
 
 def parse(data: dict[str, Any], origin: str) -> ClientDef:
@@ -181,7 +186,7 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
     def fail(why: str) -> DefinitionError:
         return DefinitionError(f"{origin}: {why}")
 
-    for table, allowed in _KEYS.items():
+    for table, allowed in _CLIENT_KEYS.items():
         part = data if not table else data.get(table, {})
         if not isinstance(part, dict):
             raise fail(f"[{table}] must be a table")
@@ -198,11 +203,11 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         return value
 
     name = text(data, "name", "")
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise fail(f"name {name!r}: letters, digits, '-', '_' and '.' only (64 at most)")
     kind = text(data, "kind", "", CLI)
-    if kind not in KINDS:
-        raise fail(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind not in FILE_KINDS:
+        raise fail(f"kind {kind!r} is not one of {', '.join(FILE_KINDS)}")
     transports = data.get("transports", [HTTP])
     if (
         not isinstance(transports, list)
@@ -211,6 +216,8 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
     ):
         raise fail(f"transports must be a list of {', '.join(TRANSPORTS)}")
     install = data.get("install", {})
+    if kind == EDITOR and "unavailable" not in install:
+        raise fail("kind 'editor' needs [install] unavailable (why the lab does not run it)")
     sources = [s for s in (NPM, PYPI, COMMAND) if s in install]
     if len(sources) != 1 and "unavailable" not in install:
         raise fail("[install] needs exactly one of npm, pypi, command")
@@ -231,7 +238,7 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         raise fail(f"[model] api {api!r} is not one of {', '.join(MODEL_APIS)}")
     if kind != LIBRARY and (api == NO_MODEL) == (kind == CLI):
         raise fail(f"kind {kind!r} with [model] api {api!r}: a cli speaks a model API, "
-                   "a program or inspector none (a library either)")  # fmt: skip
+                   "a program, inspector or editor none (a library either)")  # fmt: skip
     config = data.get("config", {})
     writer = text(config, "writer", "[config] ", "env")
     if writer not in CONFIG_WRITERS:
@@ -257,10 +264,10 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
             fields = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
         except ValueError as exc:  # a lone { or }: write {{ and }} for a brace
             raise fail(f"{where}: {exc} (write {{{{ and }}}} for a literal brace)") from None
-        strange = sorted(fields - PLACEHOLDERS)
+        strange = sorted(fields - CLIENT_PLACEHOLDERS)
         if strange:
             raise fail(f"{where}: unknown placeholder {{{strange[0]}}} "
-                       f"(known: {', '.join(sorted(PLACEHOLDERS))})")  # fmt: skip
+                       f"(known: {', '.join(sorted(CLIENT_PLACEHOLDERS))})")  # fmt: skip
     interactive = run.get("interactive")
     if interactive is not None and interactive not in INTERACTIVE_UIS:
         raise fail(f"[run] interactive {interactive!r} is not one of {', '.join(INTERACTIVE_UIS)}")
@@ -271,6 +278,11 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
     wrong_python = source != PYPI or not isinstance(python, str) or not _PYTHON.match(python)
     if python is not None and wrong_python:
         raise fail('[install] python is a version such as "3.13", for a pypi package')
+    connect = None
+    if "connect" in data:
+        connect = connecting.parse(data["connect"], fail, writer, HTTP in transports)
+    if kind == EDITOR and connect is None:
+        raise fail("kind 'editor' needs a [connect] table (what mcp-lab connect prints)")
     return ClientDef(
         name=name,
         title=str(data.get("title", name)),
@@ -293,6 +305,7 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         postinstall=install.get("postinstall"),
         unavailable=install.get("unavailable"),
         origin=origin,
+        connect=connect,
     )
 
 
@@ -302,13 +315,24 @@ def _strings(value: object, where: str, fail: Any) -> list[str]:
     return list(value)
 
 
-def builtin() -> dict[str, ClientDef]:
-    """The built-in clients, by name, in the order of their files' ``order`` prefix."""
+def every_file() -> dict[str, ClientDef]:
+    """Every built-in client file's client, by name (defs/ then libraries/, each in
+    the order of its file names), editors included."""
     found: dict[str, ClientDef] = {}
-    for path in [*sorted(DEFS.glob("*.toml")), *sorted(LIBRARIES.glob("*.toml"))]:
-        client = load(path)
+    for path in [*sorted(CLIENT_DEFS.glob("*.toml")), *sorted(LIBRARIES.glob("*.toml"))]:
+        client = load_client(path)
         found[client.name] = client
     return found
+
+
+def builtin() -> dict[str, ClientDef]:
+    """The built-in clients the lab runs, by name: every file's but the editors'."""
+    return {name: c for name, c in every_file().items() if c.kind != EDITOR}
+
+
+def connectable() -> dict[str, ClientDef]:
+    """The built-in clients ``mcp-lab connect`` knows: those with a ``[connect]`` table."""
+    return {name: c for name, c in every_file().items() if c.connect is not None}
 
 
 def from_command(command: str, transports: tuple[str, ...] = (HTTP, STDIO)) -> ClientDef:
