@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from mcp_lab.runners.bridges.specs import HTTP, LOCAL, BridgeSpec, Ends, Invocation, direction
+from mcp_lab.runners.bridges.specs import LOCAL, BridgeSpec, Ends, Launch, direction
 from mcp_lab.runners.clients.definition import ClientDef, parse
 
 HERE = Path(__file__).resolve().parent
@@ -93,13 +93,13 @@ def sweep_agent(pinned: str = VERSIONS[0]) -> ClientDef:
     )
 
 
-def _bridge_invocation(ends: Ends) -> Invocation:
+def _bridge_invocation(ends: Ends) -> Launch:
     argv = [*ends.program, "--port", str(ends.port), "--upstream", str(ends.lab_url)]
-    return Invocation(argv, "/mcp")
+    return Launch(argv, "/mcp")
 
 
 def bridge(name: str) -> BridgeSpec:
     """The fake bridge as the runner sees any bridge (HTTP->HTTP)."""
     return BridgeSpec(name, "a fake bridge (tests/support/fake_bridge.py)", LOCAL, None, "0",
-                      "python", (direction(f"{HTTP}->{HTTP}"),),
+                      "python", (direction("HTTP->HTTP"),),
                       launch=_bridge_invocation)  # fmt: skip
