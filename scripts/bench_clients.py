@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcp_lab.runners.clients.install import cache_dir  # noqa: E402
 from mcp_lab.runners.clients.pins import CLIENTS  # noqa: E402
+from mcp_lab.runners.install import CLIENTS_CACHE, cache_dir  # noqa: E402
 from mcp_lab.scenarios import registry  # noqa: E402
 
 OBSERVE_SECONDS = 6.0  # the runner's default --observe
@@ -47,13 +47,13 @@ def bare_startup(name: str, version: str) -> float | None:
     spec = CLIENTS.get(name)
     if spec is None or spec.source != "npm":
         return None
-    prefix = cache_dir() / f"{name}-{version}" / "node_modules" / ".bin"
+    prefix = cache_dir(CLIENTS_CACHE) / f"{name}-{version}" / "node_modules" / ".bin"
     binary = prefix / spec.binary
     if not binary.exists():
         return None
     path = [str(prefix)]
     if spec.needs_node22:
-        path.insert(0, str(next(cache_dir().glob("node-*/node_modules/.bin"), prefix)))
+        path.insert(0, str(next(cache_dir(CLIENTS_CACHE).glob("node-*/node_modules/.bin"), prefix)))
     env = {**os.environ, "PATH": os.pathsep.join([*path, os.environ["PATH"]])}
     samples = []
     for _ in range(3):

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from mcp_lab.runners import run_folders  # noqa: E402
 from mcp_lab.runners.bridges import history, matrix, runner  # noqa: E402
-from mcp_lab.runners.bridges.install import cache_dir  # noqa: E402
 from mcp_lab.runners.bridges.specs import BRIDGES  # noqa: E402
+from mcp_lab.runners.install import BRIDGES_CACHE, cache_dir  # noqa: E402
 
 START = "<!-- bridges-table:start -->"
 END = "<!-- bridges-table:end -->"
@@ -50,17 +50,18 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=runner.DEFAULT_JOBS)
     args = parser.parse_args()
     started = time.monotonic()
-    with run_folders.invocation(run_folders.runs_of("bridges", cache_dir())) as runs:
+    runs_root = run_folders.runs_of("bridges", cache_dir(BRIDGES_CACHE))
+    with run_folders.invocation(runs_root) as runs:
         rows = asyncio.run(
             runner.run_bridges(
-                list(BRIDGES), {}, runner.default_scenarios(), runs=runs, jobs=args.jobs,
-                progress=runner.say_on_stderr,
+                list(BRIDGES.values()), {}, runner.default_scenarios(), runs=runs, jobs=args.jobs,
+                progress=runner.say_bridges,
             )
         )  # fmt: skip
     seconds = time.monotonic() - started
-    kept = history.keep(rows, "bridges_table")  # a bridges run like any other
+    kept = history.BRIDGE_HISTORY.keep(rows, "bridges_table")  # a bridges run like any other
     if args.json is not None:
-        args.json.write_text(matrix.to_json(rows) + "\n")
+        args.json.write_text(matrix.BRIDGE_MATRIX.json(rows) + "\n")
     day = datetime.now(UTC).strftime("%Y-%m-%d")
     where = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
     block = (
@@ -69,7 +70,7 @@ def main() -> int:
         f"rows in {seconds:.0f} s, {args.jobs} runs side by side.\n\n"
         "How each bridge was started (the lab at `http://127.0.0.1:8089`; the runner "
         "uses free loopback ports and puts a wire tap in front of each side):\n\n"
-        f"{how_table()}\n{matrix.to_markdown(rows)}{END}"
+        f"{how_table()}\n{matrix.BRIDGE_MATRIX.markdown(rows)}{END}"
     )
     text = args.doc.read_text()
     head, sep, rest = text.partition(START)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import mcp_lab
-from mcp_lab.runners import check, fixture_lab
+from mcp_lab.runners.clients import check, fixture_lab
 
 
 def test_every_public_name_resolves_to_its_definition() -> None:

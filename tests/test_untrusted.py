@@ -99,9 +99,9 @@ def test_every_log_line_is_one_line(capsys) -> None:
 
 
 def test_the_clients_matrix_in_markdown_keeps_a_clients_words_in_their_cell() -> None:
-    from mcp_lab.runners.clients.matrix import Row, to_markdown
+    from mcp_lab.runners.clients.matrix import CLIENT_MATRIX, ClientRow
 
-    row = Row("x", "1", "single", "no tool", notes=[f"sent clientInfo {FORGED} <b>x</b> | y"])
-    lines = to_markdown([row]).splitlines()
+    row = ClientRow("x", "1", "single", "no tool", notes=[f"sent clientInfo {FORGED} <b>x</b> | y"])
+    lines = CLIENT_MATRIX.markdown([row]).splitlines()
     assert len(lines) == 3  # the header, its rule, one row: no line of the client's own
     assert "<b>" not in lines[2] and "&lt;b&gt;" in lines[2] and "\\| y" in lines[2]

@@ -18,17 +18,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcp_lab.runners.check import CheckError, Verdict, check, exit_code
-    from mcp_lab.runners.fixture_lab import FixtureLab, LabVerdict
+    from mcp_lab.runners.clients.check import CheckError, Verdict, check, exit_code
+    from mcp_lab.runners.clients.fixture_lab import FixtureLab, LabVerdict
 
 # name -> the internal module that defines it
 _PUBLIC = {
-    "FixtureLab": "mcp_lab.runners.fixture_lab",
-    "LabVerdict": "mcp_lab.runners.fixture_lab",
-    "check": "mcp_lab.runners.check",
-    "Verdict": "mcp_lab.runners.check",
-    "CheckError": "mcp_lab.runners.check",
-    "exit_code": "mcp_lab.runners.check",
+    "FixtureLab": "mcp_lab.runners.clients.fixture_lab",
+    "LabVerdict": "mcp_lab.runners.clients.fixture_lab",
+    "check": "mcp_lab.runners.clients.check",
+    "Verdict": "mcp_lab.runners.clients.check",
+    "CheckError": "mcp_lab.runners.clients.check",
+    "exit_code": "mcp_lab.runners.clients.check",
 }
 __all__ = ["CheckError", "FixtureLab", "LabVerdict", "Verdict", "check", "exit_code"]
 

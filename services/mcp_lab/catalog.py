@@ -152,6 +152,17 @@ class Catalog:
         return template is not None and template.match(uri) is not None
 
 
+# The resources' text, as a client or a model may pass it on, raw or inside JSON (``\n``
+# escaped): "status: <word>" then "version: <n>" (never "version: 2.1.332" of a CLI's
+# banner).
+RESOURCE_TEXT = re.compile(r"status: ([\w-]+)(?:\\+[rn]|\s)+version: (\d+)(?![\d.])")
+
+
+def versions_in(text: str) -> list[int]:
+    """The resource versions quoted in ``text``, in order."""
+    return [int(m.group(2)) for m in RESOURCE_TEXT.finditer(text)]
+
+
 def _status_text(message: str) -> str:
     return f"status: {STATUS_PLACEHOLDER}\nversion: {VERSION_PLACEHOLDER}\nmessage: {message}"
 

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 
 from mcp_lab import protocol
 from mcp_lab.catalog import Catalog
+from mcp_lab.protocol import Transport
 from mcp_lab.untrusted import cut
 
 SHARED_SCOPE = "shared"
@@ -356,14 +356,6 @@ def entry_time_ms(entry_id: str) -> int:
 EVENTS_STREAM = "mcp:events"
 EVENTS_LOST_STREAM = "mcp:events:lost"  # one entry per gap: count, first_ms, last_ms
 RUNS_STREAM = "mcp:runs"
-
-
-class Transport(StrEnum):
-    """How a client reaches the lab (the value is what logs and evidence show)."""
-
-    STREAMABLE_HTTP = "streamable-http"
-    SSE = "sse"
-    STDIO = "stdio"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ stream closed), and the client name of a session that never said who it is.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 INITIALIZE = "initialize"
@@ -102,3 +103,40 @@ def initialize_params(
 def initialized_notification() -> dict[str, Any]:
     """The ``notifications/initialized`` a client sends after its ``initialize``."""
     return {"jsonrpc": "2.0", "method": INITIALIZED}
+
+
+class Transport(StrEnum):
+    """How a client reaches the lab: the one vocabulary of transports.
+
+    The value is what logs, evidence and reports show (``streamable-http``); ``short``
+    is the name a person types and reads in a matrix (``mcp-lab clients run --transport
+    http``, a client file's ``transports``, the probe's ``--transport``, ``mcp-lab
+    server --transport``); ``label`` is how a bridge's direction names its ends
+    (``stdio->HTTP``). :meth:`named` reads any of the three.
+    """
+
+    STREAMABLE_HTTP = "streamable-http"
+    SSE = "sse"
+    STDIO = "stdio"
+
+    @property
+    def short(self) -> str:
+        return _SHORT[self]
+
+    @property
+    def label(self) -> str:
+        return _LABEL[self]
+
+    @classmethod
+    def named(cls, name: str) -> Transport:
+        """The transport ``name`` is the value, short name or label of; ValueError
+        listing the names otherwise."""
+        for transport in cls:
+            if name in (transport.value, transport.short, transport.label):
+                return transport
+        known = ", ".join(t.short for t in cls)
+        raise ValueError(f"unknown transport {name!r}; known: {known}")
+
+
+_SHORT = {Transport.STREAMABLE_HTTP: "http", Transport.SSE: "sse", Transport.STDIO: "stdio"}
+_LABEL = {Transport.STREAMABLE_HTTP: "HTTP", Transport.SSE: "SSE", Transport.STDIO: "stdio"}

@@ -105,3 +105,40 @@ def test_no_import_cycle_in_services_or_scripts() -> None:
     assert "mcp_lab.contract" in services["mcp_lab.evidence.recorder"]
     assert "bench.procs" in scripts["bench.storm"]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def top_level_names(folder: Path) -> dict[str, list[str]]:
+    """Each name a module under ``folder`` defines at its top (a function, a class, an
+    assignment's target), and the modules that define it."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        if "libraries" in path.parts:  # the library clients' programs, not the runner's code
+            continue
+        for node in ast.parse(path.read_text()).body:
+            names: list[str] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    parts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    names += [p.id for p in parts if isinstance(p, ast.Name)]
+            for name in names:
+                found.setdefault(name, []).append(path.name)
+    return found
+
+
+def test_clients_and_bridges_are_two_kinds_of_one_runner() -> None:
+    # What both kinds do alike lives once, in the shared kit: no name is defined in the
+    # clients' code and the bridges' code both.
+    runners = ROOT / "services" / "mcp_lab" / "runners"
+    clients, bridges = (top_level_names(runners / kind) for kind in ("clients", "bridges"))
+    assert len(clients) > 100 and len(bridges) > 50  # the walk found them
+    both = {name: (clients[name], bridges[name]) for name in sorted(set(clients) & set(bridges))}
+    assert not both, f"defined in both the clients' and the bridges' code: {both}"
+    # and the shared kit (the modules directly in runners/) imports neither kind.
+    graph = imports(ROOT / "services" / "mcp_lab", "mcp_lab")
+    kit = {m: deps for m, deps in graph.items() if m.count(".") == 2 and "runners." in m}
+    kinds = ("mcp_lab.runners.clients", "mcp_lab.runners.bridges")
+    assert "mcp_lab.runners.history_kinds" in kit and "mcp_lab.runners.matrix" in kit
+    assert not [(m, d) for m, deps in kit.items() for d in deps if d.startswith(kinds)]

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mcp_lab.runners.bridges import history as bridges_history
-from mcp_lab.runners.bridges.verdict import DROPPED, PASSED
-from mcp_lab.runners.bridges.verdict import Cell as BridgeCell
-from mcp_lab.runners.bridges.verdict import Row as BridgeRow
-from mcp_lab.runners.clients import history
-from mcp_lab.runners.clients.matrix import Check, Row
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
+from mcp_lab.runners.bridges.verdict import DROPPED, PASSED, BridgeRow, StepCell
+from mcp_lab.runners.clients.history import CLIENT_HISTORY
+from mcp_lab.runners.clients.matrix import Check, ClientRow
 from mcp_lab.runners.history_store import HISTORY_ENV
 from tests.support.http_calls import aget
 from tests.support.lab import STATUS_URI, connect
@@ -111,9 +109,9 @@ async def test_the_matrix_is_the_history_of_clients_runs(
     }
 
     for version, level in (("1.0.0", 3), ("1.1.0", 6)):
-        row = Row("opencode", version, "single", "tool", level=level, server_level=level)
+        row = ClientRow("opencode", version, "single", "tool", level=level, server_level=level)
         row.checklist = {"re_read": Check("yes" if level == 6 else "no")}
-        history.record([row], path=kept)
+        CLIENT_HISTORY.record([row], path=kept)
     data = (await aget(f"{base}/api/matrix")).json()
     assert "database" not in data  # where the file is stays on the machine
     (client,) = data["clients"]
@@ -127,8 +125,8 @@ async def test_the_matrix_is_the_history_of_clients_runs(
 
     # The bridges' rows are in the same file and the same answer.
     gateway = BridgeRow("supergateway", "4.0.0", "stdio->HTTP", "single", lab_level=5)
-    gateway.steps = {"subscribe": BridgeCell(PASSED), "notified": BridgeCell(DROPPED, "", "0/1")}
-    bridges_history.record([gateway], path=kept)
+    gateway.steps = {"subscribe": StepCell(PASSED), "notified": StepCell(DROPPED, "", "0/1")}
+    BRIDGE_HISTORY.record([gateway], path=kept)
     data = (await aget(f"{base}/api/matrix")).json()
     assert len(data["clients"]) == 1 and data["bridge_steps"]["subscribe"] == "subscribe at lab"
     (bridge,) = data["bridges"]

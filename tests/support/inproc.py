@@ -24,6 +24,7 @@ import contextvars
 import logging
 import re
 from collections.abc import AsyncIterator, Coroutine, Iterator
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -33,6 +34,8 @@ from starlette.types import ASGIApp, Message
 from mcp_lab import state
 from mcp_lab.process.embedded_redis import free_port
 from mcp_lab.runners import matrix_history
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
+from mcp_lab.runners.clients.history import CLIENT_HISTORY
 from mcp_lab.server.app import http_app
 from mcp_lab.server.asgi import guard
 from mcp_lab.settings import LabSettings
@@ -272,7 +275,8 @@ class InProcServer(LogLines):
     def __init__(self, settings: LabSettings) -> None:
         super().__init__(f"server:{settings.port}", settings.log_level)
         self.settings = settings
-        app, self.lab = http_app(settings, matrix=matrix_history.matrix)
+        dashboard = partial(matrix_history.matrix, CLIENT_HISTORY, BRIDGE_HISTORY)
+        app, self.lab = http_app(settings, matrix=dashboard)
         self.app: ASGIApp = guard(app, settings)
         self.url = settings.mcp_url
         self.transport = StreamingASGITransport(self.app, self, ("127.0.0.1", 50000))

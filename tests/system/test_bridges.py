@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_lab.runners.bridges import history as bridges_history
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
 from mcp_lab.runners.bridges.run import lab_faults
 from mcp_lab.runners.bridges.runner import DEFAULT_SCENARIOS, run_bridge
 from mcp_lab.runners.bridges.specs import (
@@ -36,7 +36,7 @@ from mcp_lab.runners.bridges.verdict import (
     NOT_REACHED,
     PASSED,
     STEPS,
-    Row,
+    BridgeRow,
 )
 from mcp_lab.scenarios import registry
 from tests.support.fakes import FAKE_BRIDGE, bridge
@@ -129,7 +129,7 @@ def test_the_run_is_kept_in_the_history(npm) -> None:
     """``bridges run`` keeps every row in the history (here the test run's own file,
     tests/conftest.py), each step's mark as the matrix printed it."""
     rows = matrix()  # the module's one run, made now if no test made it before
-    kept = {(e.bridge, e.direction, e.scenario): e for e in bridges_history.read()}
+    kept = {(e.bridge, e.direction, e.scenario): e for e in BRIDGE_HISTORY.read()}
     for key, row in rows.items():
         assert kept[key].version == row["version"]
         assert {step: cell["mark"] for step, cell in kept[key].steps.items()} == row["marks"]
@@ -183,7 +183,7 @@ def test_the_doc_holds_the_matrix_it_documents() -> None:
     assert found == {(b, d, s): EXPECTED[(b, d)][s] for b, d, s in CASES}
 
 
-async def fake_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Row, Row]:
+async def fake_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[BridgeRow, BridgeRow]:
     """The fake dropping updates, and the same fake dropping nothing, in ``single``."""
     monkeypatch.setenv("MCP_LAB_BRIDGES_CACHE", str(tmp_path))
     gate, single = asyncio.Semaphore(2), [registry.get("single")]
@@ -196,7 +196,7 @@ async def fake_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Ro
     return dropping[0], faithful[0]
 
 
-def check_notifications_pass(row: Row) -> None:
+def check_notifications_pass(row: BridgeRow) -> None:
     """What a bridge that lets subscriptions through shows (mcp-remote's row)."""
     for step in ("subscribe", "notified", "re_read", "unsubscribe", "resume"):
         assert row.steps[step].mark == PASSED, (step, row.notes)

@@ -18,9 +18,10 @@ import pytest
 from mcp_lab.runners import run_folders
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.definition import HTTP, STDIO, ClientDef
-from mcp_lab.runners.clients.install import Installed, cache_dir
-from mcp_lab.runners.clients.matrix import Row
+from mcp_lab.runners.clients.install import Installed
+from mcp_lab.runners.clients.matrix import ClientRow
 from mcp_lab.runners.clients.runner import run_client
+from mcp_lab.runners.install import CLIENTS_CACHE, cache_dir
 from mcp_lab.scenarios import registry
 from tests.support.fakes import fake_agent
 
@@ -41,7 +42,7 @@ def fake(behaviour: str, model_url: str | None = None) -> tuple[ClientDef, Insta
 
 def own_runs() -> Path:
     """The runs' folder of the test's own (``_own_cache``)."""
-    return run_folders.runs_of("clients", cache_dir())
+    return run_folders.runs_of("clients", cache_dir(CLIENTS_CACHE))
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +52,7 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(run_folders.RUNS_ENV, str(tmp_path / "runs"))
 
 
-async def row_of(behaviour: str, transport: str = HTTP) -> Row:
+async def row_of(behaviour: str, transport: str = HTTP) -> ClientRow:
     spec, installed = fake(behaviour)
     (row,) = await run_client(
         spec, "0.1.0", [SINGLE], runs=own_runs(), tool="off", observe=OBSERVE, timeout=120,
@@ -63,7 +64,7 @@ async def row_of(behaviour: str, transport: str = HTTP) -> Row:
     return row
 
 
-def answers(row: Row) -> dict[str, str]:
+def answers(row: ClientRow) -> dict[str, str]:
     return {key: check.answer for key, check in row.checklist.items()}
 
 

@@ -22,15 +22,13 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mcp_lab.evidence import picture
+from mcp_lab.evidence import formats, picture
 from mcp_lab.evidence.report import levels_json
+from mcp_lab.server import exports
 from tests.support.browser import ARTIFACTS, expect
-from tests.support.lab import ROOT
-
-PAGE = ROOT / "services" / "mcp_lab" / "server" / "dashboard.html"
 
 URI = "test://review/status"
 RUN_ID = "1796032824497-0"
@@ -160,7 +158,7 @@ class StubLab:
         yield
 
     async def index(self, request: Request) -> Response:
-        return FileResponse(PAGE, media_type="text/html")
+        return HTMLResponse(exports.page())  # the page as the lab serves it
 
     async def current(self, request: Request) -> Response:
         return JSONResponse(self.report)
@@ -419,11 +417,11 @@ def test_each_session_shows_its_picture_drawn_by_the_lab(stub_lab, page, errors)
     expect(hostile.locator('[data-lane="client"] text')).to_contain_text("<img src=x")
     expect(page.locator("figure.picture img, figure.picture script")).to_have_count(0)
     assert page.evaluate("window.__xss") is None
-    # The downloads sit in the header, each a file of its kind.
-    for kind, path in (("md", "/api/report.md"), ("json", "/api/report.json"),
-                       ("html", "/api/report.html")):  # fmt: skip
-        link = page.locator(f"#export-{kind}")
-        expect(link).to_have_attribute("href", path)
+    # The downloads sit in the header, a file of each report format.
+    expect(page.locator(".exports a")).to_have_count(len(formats.FORMATS))
+    for fmt in formats.FORMATS:
+        link = page.locator(f"#export-{fmt.name}")
+        expect(link).to_have_attribute("href", fmt.path)
         expect(link).to_have_attribute("download", "")
     assert errors == []
 
@@ -431,19 +429,19 @@ def test_each_session_shows_its_picture_drawn_by_the_lab(stub_lab, page, errors)
 def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
     stub_lab, page, errors, tmp_path
 ):
-    from mcp_lab.runners.clients import history
-    from mcp_lab.runners.clients.matrix import Check, Row
+    from mcp_lab.runners.clients.history import CLIENT_HISTORY
+    from mcp_lab.runners.clients.matrix import Check, ClientRow
 
-    def row(version: str, level: int, subscribed: str) -> Row:
-        made = Row("inspector", version, "single", "no tool", level=level, server_level=level)
+    def row(version: str, level: int, subscribed: str) -> ClientRow:
+        made = ClientRow("inspector", version, "single", "no tool", level=level, server_level=level)
         made.checklist = {"read": Check("yes", 1.0), "subscribed": Check(subscribed)}
         return made
 
     kept = tmp_path / "history.sqlite3"
-    history.record([row("2.12.0", 3, "no")], path=kept, when="2026-11-01T10:00:00Z")
-    history.record([row("2.13.0", 5, "yes")], path=kept, when="2026-12-01T10:00:00Z")
+    CLIENT_HISTORY.record([row("2.12.0", 3, "no")], path=kept, when="2026-11-01T10:00:00Z")
+    CLIENT_HISTORY.record([row("2.13.0", 5, "yes")], path=kept, when="2026-12-01T10:00:00Z")
     stub, base_url = stub_lab
-    stub.matrix = history.matrix(kept)
+    stub.matrix = CLIENT_HISTORY.matrix(kept)
 
     page.goto(f"{base_url}/#matrix")
     expect(page.locator("#matrix-view")).to_be_visible()
@@ -466,22 +464,22 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
 def test_the_matrix_view_shows_the_bridges_latest_marks_and_their_history(
     stub_lab, page, errors, tmp_path
 ):
-    from mcp_lab.runners.bridges import history
-    from mcp_lab.runners.bridges.verdict import Cell, Row
+    from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
+    from mcp_lab.runners.bridges.verdict import BridgeRow, StepCell
 
-    def row(version: str, through: bool) -> Row:
-        made = Row("supergateway", version, "stdio->HTTP", "single", lab_level=5)
-        made.steps = {"subscribe": Cell("passed"), "list_changed": Cell("-")}
-        made.steps["notified"] = Cell("passed", "", "1/1") if through else Cell(
+    def row(version: str, through: bool) -> BridgeRow:
+        made = BridgeRow("supergateway", version, "stdio->HTTP", "single", lab_level=5)
+        made.steps = {"subscribe": StepCell("passed"), "list_changed": StepCell("-")}
+        made.steps["notified"] = StepCell("passed", "", "1/1") if through else StepCell(
             "dropped", "the lab delivered 1 to the bridge", "0/1"
         )  # fmt: skip
         return made
 
     kept = tmp_path / "history.sqlite3"
-    history.record([row("4.0.0", False)], path=kept, when="2026-11-01T10:00:00Z")
-    history.record([row("4.1.0", True)], path=kept, when="2026-12-01T10:00:00Z")
+    BRIDGE_HISTORY.record([row("4.0.0", False)], path=kept, when="2026-11-01T10:00:00Z")
+    BRIDGE_HISTORY.record([row("4.1.0", True)], path=kept, when="2026-12-01T10:00:00Z")
     stub, base_url = stub_lab
-    bridges = history.matrix(kept)
+    bridges = BRIDGE_HISTORY.matrix(kept)
     stub.matrix = {"scenarios": [], "clients": [], "bridges": bridges["bridges"],
                    "bridge_steps": bridges["steps"]}  # fmt: skip
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from mcp_lab.cli.main import main
-from mcp_lab.runners.bridges import history as bridges_history
 from mcp_lab.runners.bridges import runner as bridges_runner
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
 from mcp_lab.runners.bridges.specs import BRIDGES, BridgeSpec
-from mcp_lab.runners.clients import history as clients_history
 from mcp_lab.runners.clients import pins
 from mcp_lab.runners.clients import runner as clients_runner
+from mcp_lab.runners.clients.history import CLIENT_HISTORY
 from mcp_lab.runners.history_store import HISTORY_ENV
 from mcp_lab.runners.run_folders import RUNS_ENV, invocation, invocations
 from mcp_lab.scenarios import registry
@@ -35,11 +35,11 @@ def test_each_clients_run_keeps_its_files_where_its_history_row_says(
     fake_client: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, first = mcp_lab(capsys, *CLIENTS_RUN)
-    (entry,) = clients_history.read(client=NAME)
+    (entry,) = CLIENT_HISTORY.read(name=NAME)
     kept_first = files_of(entry.runs)
     _, second = mcp_lab(capsys, *CLIENTS_RUN)
     assert first != second and invocations(fake_client) == [first, second]
-    kept = clients_history.read(client=NAME)
+    kept = CLIENT_HISTORY.read(name=NAME)
     assert len(kept) == 2
     for entry, folder in zip(kept, (first, second), strict=True):
         assert set(entry.runs) == {"scored", "pull"}
@@ -85,13 +85,13 @@ def test_each_bridges_run_keeps_its_files_where_its_history_row_says(
     async def installed(_: BridgeSpec, version: str) -> tuple[str, list[str]]:
         return version, [sys.executable, str(FAKE_BRIDGE), "--drop", "nothing"]
 
-    monkeypatch.setattr(bridges_runner, "install", installed)
+    monkeypatch.setattr(bridges_runner, "install_bridge", installed)
     argv = ("bridges", "run", "--bridge", spec.name, "--scenario", "single", "--format", "json")
     _, first = mcp_lab(capsys, *argv)
     _, second = mcp_lab(capsys, *argv)
     assert first != second
     assert invocations(tmp_path / "bridges" / "runs") == [first, second]
-    kept = bridges_history.read(bridge=spec.name)
+    kept = BRIDGE_HISTORY.read(name=spec.name)
     assert len(kept) == 2
     for entry, folder in zip(kept, (first, second), strict=True):
         assert set(entry.runs) == {"single", "single-resume"}

@@ -19,9 +19,8 @@ import pytest
 
 from mcp_lab.process import dirs
 from mcp_lab.runners import run_folders
-from mcp_lab.runners.bridges import install as bridges_install
-from mcp_lab.runners.clients import install as clients_install
 from mcp_lab.runners.history_store import history_path
+from mcp_lab.runners.install import BRIDGES_CACHE, CLIENTS_CACHE, cache_dir
 from tests.support import home
 from tests.support.lab import ROOT
 from tests.support.shared_run import shared_run
@@ -50,13 +49,13 @@ def test_the_suite_has_a_home_and_xdg_directories_of_its_own(
         dirs.state_dir(),
         dirs.default_data_dir(),
         history_path(),
-        run_folders.runs_of("clients", clients_install.cache_dir()),
-        run_folders.runs_of("bridges", bridges_install.cache_dir()),
+        run_folders.runs_of("clients", cache_dir(CLIENTS_CACHE)),
+        run_folders.runs_of("bridges", cache_dir(BRIDGES_CACHE)),
     ):
         assert made.is_relative_to(own), made
     # the installs stay shared: the user's (30 clients take long to install)
-    assert clients_install.cache_dir() == _user_clients_cache()
-    assert not bridges_install.cache_dir().is_relative_to(own)
+    assert cache_dir(CLIENTS_CACHE) == _user_clients_cache()
+    assert not cache_dir(BRIDGES_CACHE).is_relative_to(own)
 
 
 def test_a_check_a_test_starts_keeps_its_run_folder_in_the_suites_own(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``mcp-lab check``: the command line of :mod:`mcp_lab.runners.check` (parsing, the
+"""``mcp-lab check``: the command line of :mod:`mcp_lab.runners.clients.check` (parsing, the
 verdict printed or written, the exit code)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from mcp_lab.runners.check import (
+from mcp_lab.runners.clients.check import (
+    CHECK_TIMEOUT,
     DEFAULT_EXPECT,
-    DEFAULT_TIMEOUT,
-    ERROR,
+    EXIT_ERROR,
     CheckError,
     check,
     exit_code,
@@ -24,7 +24,7 @@ from mcp_lab.runners.clients.definition import (
     TRANSPORTS,
     DefinitionError,
     from_command,
-    load,
+    load_client,
 )
 from mcp_lab.runners.clients.pins import CLIENTS, known
 from mcp_lab.scenarios import registry
@@ -81,9 +81,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT,
+        default=CHECK_TIMEOUT,
         metavar="S",
-        help=f"seconds the client may run before it is stopped (default {DEFAULT_TIMEOUT:g})",
+        help=f"seconds the client may run before it is stopped (default {CHECK_TIMEOUT:g})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(func=_cmd_check)
@@ -98,7 +98,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if args.command is not None:
             client = from_command(args.command, (args.transport,))
         elif args.client_file is not None:
-            client = load(args.client_file)
+            client = load_client(args.client_file)
         elif args.client in CLIENTS:
             client = CLIENTS[args.client]
         else:
@@ -106,10 +106,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         scenarios = [registry.get(name) for name in args.scenario or ["single"]]
     except (DefinitionError, LookupError) as exc:
         print(f"mcp-lab check: {exc}", file=sys.stderr)
-        return ERROR
+        return EXIT_ERROR
     if args.timeout <= 0:
         print("mcp-lab check: --timeout must be positive", file=sys.stderr)
-        return ERROR
+        return EXIT_ERROR
     progress = (lambda _: None) if args.quiet else _say
     try:
         verdicts = asyncio.run(
@@ -124,7 +124,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         )
     except CheckError as exc:
         print(f"mcp-lab check: {exc}", file=sys.stderr)
-        return ERROR
+        return EXIT_ERROR
     except KeyboardInterrupt:  # the lab and the client are stopped on the way out
         print("mcp-lab check: interrupted; no verdict", file=sys.stderr)
         return 130

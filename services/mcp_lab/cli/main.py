@@ -83,8 +83,8 @@ def build_parser(with_clients: bool = True) -> argparse.ArgumentParser:
 
     if with_clients:
         from mcp_lab.cli.check import add_parser as add_check_parser
-        from mcp_lab.runners.bridges.cli import add_parser as add_bridges_parser
-        from mcp_lab.runners.clients.cli import add_parser as add_clients_parser
+        from mcp_lab.runners.bridges.cli import add_bridges_parser
+        from mcp_lab.runners.clients.cli import add_clients_parser
 
         add_clients_parser(sub)
         add_bridges_parser(sub)

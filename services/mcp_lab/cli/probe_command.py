@@ -10,6 +10,7 @@ import sys
 
 from mcp_lab import contract
 from mcp_lab.cli import common
+from mcp_lab.protocol import Transport
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     probe.add_argument(
         "--transport",
-        choices=["http", "sse"],
-        default="http",
+        choices=[t.short for t in (Transport.STREAMABLE_HTTP, Transport.SSE)],
+        default=Transport.STREAMABLE_HTTP.short,
         help="http: Streamable HTTP (default); sse: the legacy SSE transport "
         "(--url is then the SSE endpoint, e.g. http://127.0.0.1:8089/sse)",
     )
@@ -66,10 +67,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if url is None:
         found = common.lab(common.settings())
         server = found.server
-        if args.transport == "sse" and not server.sse_path:
+        if args.transport == Transport.SSE.short and not server.sse_path:
             print("mcp-lab: that lab serves no legacy SSE endpoint; pass --url", file=sys.stderr)
             return 2
-        url = server.sse_url if args.transport == "sse" else server.mcp_url
+        url = server.sse_url if args.transport == Transport.SSE.short else server.mcp_url
         if found.redis_answers:
             args.scenario = _lab_scenario_for_probe(found.redis_url, args.scenario)
     return probe.main(

@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp_lab.cli import common
 from mcp_lab.process.lifeline import watch_parent
+from mcp_lab.protocol import Transport
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,8 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     server = sub.add_parser("server", help="run the MCP server")
     server.add_argument(
         "--transport",
-        choices=["http", "stdio"],
-        default="http",
+        choices=[t.short for t in (Transport.STREAMABLE_HTTP, Transport.STDIO)],
+        default=Transport.STREAMABLE_HTTP.short,
         help="http: Streamable HTTP (both protocol generations) and legacy SSE on one port "
         "(default); stdio: one client on stdin/stdout, logs on stderr",
     )
@@ -85,8 +86,10 @@ def _matrix_history() -> dict[str, Any]:
     """The dashboard's ``/api/matrix``: the runners' history, imported when first asked
     for (the server starts without the runners)."""
     from mcp_lab.runners import matrix_history
+    from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
+    from mcp_lab.runners.clients.history import CLIENT_HISTORY
 
-    return matrix_history.matrix()
+    return matrix_history.matrix(CLIENT_HISTORY, BRIDGE_HISTORY)
 
 
 def _cmd_updater(args: argparse.Namespace) -> int:

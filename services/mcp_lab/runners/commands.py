@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from mcp_lab.runners.history_store import history_path
+from mcp_lab.runners.matrix import FORMATS, TABLE, Matrix, formats_help
+from mcp_lab.runners.progress import DEFAULT_JOBS
 
 
 class _InScenario(Protocol):
@@ -58,21 +60,23 @@ def refuse_unknown(names: Sequence[str], known: Collection[str], kind: str) -> b
     return bool(unknown)
 
 
-def print_matrix(
-    rows: list[R],
-    form: str,
-    *,
-    to_json: Callable[[list[R]], str],
-    to_markdown: Callable[[list[R]], str],
-    to_table: Callable[[list[R]], str],
-) -> None:
-    """The rows on stdout as ``--format`` asks: json, markdown or table."""
-    if form == "json":
-        print(to_json(rows))
-    elif form == "markdown":
-        print(to_markdown(rows), end="")
-    else:
-        print(to_table(rows))
+def add_matrix_options(run: argparse.ArgumentParser, *, docs: str, side_by_side: str) -> None:
+    """A runner's ``run`` options that shape its matrix and its progress, alike for
+    either kind: ``--format`` (as in ``docs``), ``--jobs`` (what runs side by side:
+    ``side_by_side``) and ``--quiet``."""
+    run.add_argument("--format", choices=list(FORMATS), default=TABLE, help=formats_help(docs))
+    run.add_argument(
+        "--jobs", type=int, default=DEFAULT_JOBS, metavar="N",
+        help=f"{side_by_side} side by side (default {DEFAULT_JOBS})",
+    )  # fmt: skip
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
+    )
+
+
+def print_matrix(rows: list[R], form: str, shown: Matrix[R]) -> None:
+    """The rows on stdout as ``--format`` asks (:data:`mcp_lab.runners.matrix.FORMATS`)."""
+    print(shown.render(rows, form), end="")
 
 
 def say_where(say: Callable[[str], None], runs: Path, kept: Path | None, command: str) -> None:

@@ -1,17 +1,18 @@
 """A matrix history's cells: one cell's kept entries over versions and dates, each
 change of the verdict marked.
 
-What the clients' (:mod:`mcp_lab.runners.clients.history`) and the bridges' history
-(:mod:`mcp_lab.runners.bridges.history`) share. Each has its own entries (what a row is, what
-its verdict is measured on), its own cells (what names one) and its own renderings; a
-cell here orders its entries as versions, then by date, takes identical verdicts of one
-version in a row together, and marks each verdict that differs from the one before it
-(an entry without a verdict, a runner's failure, is no change).
+Part of the history that is one piece of code for clients and bridges
+(:mod:`mcp_lab.runners.history_kinds` keeps, reads and shows the rows). Each kind has its
+own entries (what a row is, what its verdict is measured on) and its own cells (what
+names one); a cell here orders its entries as versions, then by date, takes identical
+verdicts of one version in a row together, and marks each verdict that differs from the
+one before it (an entry without a verdict, a runner's failure, is no change).
 
 What a table of either history prints of a kept row (a client's or bridge's name and
 version, which a definition file or a CLI chose, and the texts made of them) goes
-through :func:`cell_text` and :func:`note_text`: cut to the limits the reports use
-(a cell 60 characters, a note 300) and escaped, as a terminal reads the table.
+through :func:`cell_text`, :func:`note_text` and :func:`why_text`: cut to the limits the
+reports use (a cell 60 characters, a note 300, why an entry has no verdict 100) and
+escaped, as a terminal reads the table.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from mcp_lab import untrusted
 from mcp_lab.runners.versions import version_key
 
 NOTE_CHARS = 300  # a note, or a verdict's text, in a table (as the reports cut a note)
+WHY_CHARS = 100  # why an entry has no verdict, in a table
 
 
 class Kept(Protocol):
-    """What a cell needs of a kept entry (each history's ``Entry`` dataclass)."""
+    """What a cell needs of a kept entry (each kind's entry: ``ClientEntry``,
+    ``BridgeEntry``)."""
 
     recorded: str
+    lab_version: str
     version: str
     count: int  # identical entries of one version taken together
     last_recorded: str
@@ -112,6 +116,11 @@ class Cell(Generic[E]):
         told = [e for e in self.entries if not e.failed] or self.entries
         return max(told, key=lambda e: (version_key(e.version), e.last_recorded))
 
+    def to_json(self, limit: int | None = None) -> dict[str, Any]:
+        """The cell as JSON: each history's cell puts its names (but the program's)
+        before :meth:`history_json`."""
+        return self.history_json(limit)
+
     def history_json(self, limit: int | None = None) -> dict[str, Any]:
         """The latest entry, the entries (the newest ``limit``) each with its change, the
         changes, and how many entries were left out."""
@@ -180,6 +189,12 @@ def note_text(text: str) -> str:
     """A note, failure or verdict's text as a table prints it: cut to :data:`NOTE_CHARS`,
     escaped."""
     return untrusted.shown(text, NOTE_CHARS)
+
+
+def why_text(text: str) -> str:
+    """Why an entry has no verdict (a runner's failure, the notes) as a table prints it:
+    cut to :data:`WHY_CHARS`, escaped."""
+    return untrusted.shown(text, WHY_CHARS)
 
 
 def when(entry: Kept) -> str:

@@ -1,10 +1,12 @@
 """The matrix history's file: where it is, its schema (and its upgrades), how it is
 opened, and its rows written and read (:func:`insert`, :func:`rows`, :func:`keep`).
 
-One SQLite file keeps every row of ``mcp-lab clients run`` / ``sweep``
-(:mod:`mcp_lab.runners.clients.history`, table ``verdicts``) and of ``mcp-lab bridges run``
-(:mod:`mcp_lab.runners.bridges.history`, table ``bridge_verdicts``). docs/history.md says why
-SQLite, and why the bridges have a table of their own.
+One SQLite file keeps every row of ``mcp-lab clients run`` / ``sweep`` (table
+``verdicts``) and of ``mcp-lab bridges run`` (table ``bridge_verdicts``), written and read
+by the history that is one piece of code for both kinds
+(:class:`mcp_lab.runners.history_kinds.HistoryKind`; each kind's columns are its kind
+object's, in ``runners/clients/history.py`` and ``runners/bridges/history.py``).
+docs/history.md says why SQLite, and why the bridges have a table of their own.
 
 The schema's version is the file's ``PRAGMA user_version``. A writer brings the file up
 to :data:`SCHEMA_VERSION` before it writes: each step of :data:`_MIGRATIONS` above the
@@ -192,7 +194,7 @@ def rows(where: Path, table: str, columns: str, **equal: str | None) -> list[tup
 
 
 def keep(write: Callable[[], Path], who: str) -> Path | None:
-    """``write()`` (a history's ``record`` of a command's rows), and the file it wrote;
+    """``write()`` (a kind's ``record`` of a command's rows), and the file it wrote;
     a history that cannot be written is said (by ``who``) and gives None: the command
     goes on (its rows are printed all the same)."""
     try:

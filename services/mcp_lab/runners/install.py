@@ -24,7 +24,16 @@ from mcp_lab.runners.versions import version_key
 
 INSTALL_TIMEOUT = 900.0
 LATEST = "latest"
+CLIENTS_CACHE, BRIDGES_CACHE = "clients", "bridges"  # the kinds of program under test, as cached
 _VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]*$")
+
+
+def cache_dir(programs: str) -> Path:
+    """Where one kind of program under test (:data:`CLIENTS_CACHE`, :data:`BRIDGES_CACHE`) is
+    installed, and its runs' files go: ``~/.cache/mcp-lab/<programs>``, or where
+    ``MCP_LAB_CLIENTS_CACHE`` / ``MCP_LAB_BRIDGES_CACHE`` says."""
+    base = os.environ.get(f"MCP_LAB_{programs.upper()}_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / programs
 
 
 # Node 22, for clients that need a newer Node than the machine's: the npm package of

@@ -97,7 +97,7 @@ class Probe(ProbeListen):
         self.emit(
             "capabilities",
             protocol=client.protocol_version,
-            transport={"sse": "sse", "stdio": "stdio"}.get(self.transport, "streamable-http"),
+            transport=self.transport.value,
             server=info.model_dump(exclude_none=True) if info else None,
             resources=resources.model_dump(exclude_none=True) if resources else None,
         )

@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_lab import protocol
+from mcp_lab.protocol import Transport
 from mcp_lab.runners.probe_output import UNREACHABLE, ProbeFailed, Step, emit, progress, reason
 from mcp_lab.scenarios import registry
 from mcp_lab.scenarios.scenario import Scenario
@@ -32,7 +33,9 @@ MODERN = protocol.MODERN
 # "modern" negotiates like "auto" (server/discover first) but insists on 2026-07-28.
 MODES = {"legacy": "legacy", "modern": "auto", "auto": "auto"}
 CLIENT = mcp_types.Implementation(name="mcp-lab-probe", version="1")
-TRANSPORTS = ("http", "sse")  # the command's; the library also takes "stdio"
+HTTP, SSE, STDIO = Transport.STREAMABLE_HTTP, Transport.SSE, Transport.STDIO
+# The command's (``--transport``, by short name); the library also takes stdio.
+TRANSPORTS = (HTTP.short, SSE.short)
 _DIAGNOSE_SECONDS = 5.0
 # What an MCP server answers a request with (its errors included).
 _JSON_RPC_TYPES = ("application/json", "text/event-stream")
@@ -54,7 +57,7 @@ class ProbeConnection:
         timeout: float,
         protocol: str,
         token: str | None,
-        transport: str = "http",
+        transport: str = HTTP.short,  # any name of a Transport
         scenario: Scenario | None = None,
         *,
         stdio: StdioServerParameters | None = None,
@@ -65,13 +68,13 @@ class ProbeConnection:
         prefix: str = "",
         keep_going: bool = False,
     ) -> None:
-        if transport == "stdio" and stdio is None:
+        self.transport = Transport.named(transport)
+        if self.transport == STDIO and stdio is None:
             raise ValueError("the stdio transport needs the server's command (stdio=)")
         self.url, self.timeout, self.protocol = url, timeout, protocol
         # The scenario's URI, and the URI the server serves it as (``prefix``: a gateway
         # that namespaces the resources of the servers behind it).
         self.lab_uri, self.uri, self.prefix = uri, prefix + uri, prefix
-        self.transport = transport
         self.stdio, self.errlog = stdio, errlog
         self.emit, self.say, self.insist = on_step, say, insist
         self.keep_going = keep_going
@@ -110,9 +113,9 @@ class ProbeConnection:
 
     async def _connected_flow(self) -> None:
         async with AsyncExitStack() as stack:
-            if self.transport == "sse":
+            if self.transport == SSE:
                 transport: Any = sse_client(self.url, httpx_client_factory=self._http_client)
-            elif self.transport == "stdio":
+            elif self.transport == STDIO:
                 assert self.stdio is not None
                 transport = stdio_client(self.stdio, errlog=self.errlog or sys.stderr)
             else:
@@ -120,7 +123,7 @@ class ProbeConnection:
                 transport = streamable_http_client(self.url, http_client=http)
             client = Client(
                 transport,
-                mode="legacy" if self.transport == "sse" else MODES[self.protocol],
+                mode="legacy" if self.transport == SSE else MODES[self.protocol],
                 client_info=CLIENT,
                 message_handler=self.on_message,
             )
@@ -143,24 +146,24 @@ class ProbeConnection:
             return (
                 f"the server refused the Host header (HTTP 421 at {where}): see its allowed hosts"
             )
-        if self.transport == "http" and self.answers and await self._is_legacy_sse():
+        if self.transport == HTTP and self.answers and await self._is_legacy_sse():
             return (
                 f"{where} is a legacy SSE endpoint, not Streamable HTTP: "
                 "run the probe with --transport sse (or point it at the Streamable HTTP path)"
             )
         if answer is not None and answer.status in (404, 405):
-            sse = self.transport == "sse"
+            sse = self.transport == SSE
             kind, path = ("legacy SSE", "/sse") if sse else ("Streamable HTTP", "/mcp")
             return (
                 f"no MCP endpoint at {where} (HTTP {answer.status} to {answer.method}): "
                 f"check the path of the server's {kind} endpoint (the lab's is {path})"
             )
-        if answer is not None and self.transport == "sse":
+        if answer is not None and self.transport == SSE:
             return (
                 f"{where} is not a legacy SSE endpoint (HTTP {answer.status} to "
                 f"{answer.method}): for a Streamable HTTP endpoint, leave out --transport sse"
             )
-        if answer is None and self.answers and self.transport == "http":
+        if answer is None and self.answers and self.transport == HTTP:
             kinds = sorted({a.content_type for a in self.answers if a.content_type})
             if kinds and not {"application/json", "text/event-stream"} & set(kinds):
                 return f"no MCP endpoint at {where}: it answered {', '.join(kinds)}, not JSON-RPC"

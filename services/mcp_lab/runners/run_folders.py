@@ -45,6 +45,13 @@ def runs_of(runner: str, cache: Path) -> Path:
     return Path(moved).expanduser() / runner if moved else cache / "runs"
 
 
+def run_dir(runs: Path, name: str, version: str, parts: tuple[str, ...]) -> Path:
+    """Where one run of ``name@version`` keeps its files, in ``runs`` (its invocation's
+    folder): a folder per program version, then the plan's own ``parts`` (a client's
+    scenario, setup and script; a bridge's direction and scenario)."""
+    return runs.joinpath(f"{name}-{version}", *parts)
+
+
 @contextmanager
 def invocation(runs: Path, kept: int = KEPT_INVOCATIONS) -> Iterator[Path]:
     """A new folder under ``runs`` for this invocation's runs, held as running until the

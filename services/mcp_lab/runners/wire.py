@@ -33,8 +33,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from mcp_lab import protocol
+from mcp_lab.catalog import versions_in
 from mcp_lab.runners import embedded
-from mcp_lab.runners.clients.model import versions_in
 
 logger = logging.getLogger("mcp_lab.wire")
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mcp_lab.cli.main import build_parser
+from mcp_lab.protocol import Transport
 from mcp_lab.runners.bridges.specs import BRIDGES, direction
 
 
@@ -49,4 +50,5 @@ def test_bad_input_is_refused_before_anything_runs(
 
 def test_a_direction_reads_client_side_first() -> None:
     way = direction("stdio->HTTP")
-    assert (way.client, way.lab, way.name) == ("stdio", "HTTP", "stdio->HTTP")
+    assert (way.client, way.lab) == (Transport.STDIO, Transport.STREAMABLE_HTTP)
+    assert way.name == "stdio->HTTP"

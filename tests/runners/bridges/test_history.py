@@ -12,51 +12,51 @@ from pathlib import Path
 import pytest
 
 from mcp_lab.cli.main import main
-from mcp_lab.runners.bridges import history, runner
+from mcp_lab.runners.bridges import runner
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
 from mcp_lab.runners.bridges.verdict import (
     DROPPED,
     NOT_APPLICABLE,
     NOT_REACHED,
     PASSED,
     STEPS,
-    Cell,
-    Row,
+    BridgeRow,
+    StepCell,
 )
-from mcp_lab.runners.clients import history as clients_history
-from mcp_lab.runners.clients.matrix import Check
-from mcp_lab.runners.clients.matrix import Row as ClientRow
+from mcp_lab.runners.clients.history import CLIENT_HISTORY
+from mcp_lab.runners.clients.matrix import Check, ClientRow
 from mcp_lab.runners.history_store import HISTORY_ENV, SCHEMA_VERSION
 
 WAY = "stdio->HTTP"
 
 
-def row(version: str, through: bool, scenario: str = "single") -> Row:
+def row(version: str, through: bool, scenario: str = "single") -> BridgeRow:
     """supergateway's row in ``single``: notifications lost (``through`` False, as at
     its pin) or passed."""
-    made = Row("supergateway", version, WAY, scenario, client_protocol="2025-11-25",
+    made = BridgeRow("supergateway", version, WAY, scenario, client_protocol="2025-11-25",
                lab_protocol="2025-11-25", lab_level=6 if through else 5)  # fmt: skip
     for key in STEPS:
-        made.steps[key] = Cell(PASSED)
-    made.steps["initialize"] = Cell(PASSED, "resources capability {'subscribe': True}")
-    made.steps["list_changed"] = Cell(NOT_APPLICABLE)
+        made.steps[key] = StepCell(PASSED)
+    made.steps["initialize"] = StepCell(PASSED, "resources capability {'subscribe': True}")
+    made.steps["list_changed"] = StepCell(NOT_APPLICABLE)
     if through:
-        made.steps["notified"] = Cell(PASSED, "after the lab sent it: [9] ms", "1/1", 9)
-        made.steps["re_read"] = Cell(PASSED, "", "1/1")
+        made.steps["notified"] = StepCell(PASSED, "after the lab sent it: [9] ms", "1/1", 9)
+        made.steps["re_read"] = StepCell(PASSED, "", "1/1")
     else:
         lost = "the lab delivered 1 to the bridge on an open stream; 1 never reached the client"
-        made.steps["notified"] = Cell(DROPPED, lost, "0/1")
-        made.steps["re_read"] = Cell(NOT_REACHED, "no notification reached the client", "0/1")
-        made.steps["resume"] = Cell(NOT_REACHED, "no notification passes this bridge")
+        made.steps["notified"] = StepCell(DROPPED, lost, "0/1")
+        made.steps["re_read"] = StepCell(NOT_REACHED, "no notification reached the client", "0/1")
+        made.steps["resume"] = StepCell(NOT_REACHED, "no notification passes this bridge")
         made.notes = [f"notified: dropped: {lost}"]
     made.runs = {scenario: f"/cache/bridges/runs/supergateway-{version}/{WAY}/{scenario}"}
     made.seconds = 4.2
     return made
 
 
-def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[Row]) -> None:
+def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[BridgeRow]) -> None:
     """``mcp-lab bridges run --bridge supergateway``, its runner giving ``rows``."""
 
-    async def made(*_: object, **__: object) -> list[Row]:
+    async def made(*_: object, **__: object) -> list[BridgeRow]:
         return rows
 
     monkeypatch.setattr(runner, "run_bridges", made)
@@ -128,9 +128,9 @@ def test_every_bridges_run_is_kept_and_each_change_is_marked(
 def test_a_newer_version_that_lets_notifications_through_is_marked(
     kept: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    history.record([row("0.15.1", False)], when="2026-12-01T10:00:00Z")
-    history.record([row("0.16.0", True)], when="2026-12-02T10:00:00Z")
-    history.record([row("0.16.0", True, "repeated")], when="2026-12-02T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.15.1", False)], when="2026-12-01T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.16.0", True)], when="2026-12-02T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.16.0", True, "repeated")], when="2026-12-02T10:00:00Z")
     main_exit(["bridges", "history", "--scenario", "single", "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     assert data["database"] == str(kept)
@@ -152,14 +152,14 @@ def test_a_newer_version_that_lets_notifications_through_is_marked(
 
 def test_a_runner_failure_is_kept_and_is_no_change(tmp_path: Path) -> None:
     where = tmp_path / "h.sqlite3"
-    failed = Row("supergateway", "0.17.0", WAY, "single").fail("install failed: no network")
-    history.record([row("0.16.0", True)], path=where, when="2026-12-01T10:00:00Z")
-    history.record([failed], path=where, when="2026-12-02T10:00:00Z")
-    (cell,) = history.cells(history.read(where))
+    failed = BridgeRow("supergateway", "0.17.0", WAY, "single").fail("install failed: no network")
+    BRIDGE_HISTORY.record([row("0.16.0", True)], path=where, when="2026-12-01T10:00:00Z")
+    BRIDGE_HISTORY.record([failed], path=where, when="2026-12-02T10:00:00Z")
+    (cell,) = BRIDGE_HISTORY.cells(BRIDGE_HISTORY.read(where))
     assert [(e.version, e.failed) for e in cell.entries] == [("0.16.0", False), ("0.17.0", True)]
     assert cell.changes == [None, None]
     assert cell.latest.version == "0.16.0"  # the failure says nothing of the bridge
-    table = history.to_table([cell], where)
+    table = BRIDGE_HISTORY.to_table([cell], where)
     assert "0.17.0      lab" in table and "runner failed (install failed: no network)" in table
 
 
@@ -184,32 +184,32 @@ def test_a_file_of_the_schema_before_is_read_then_upgraded(tmp_path: Path) -> No
     with sqlite3.connect(where) as db:
         db.executescript(_V1)
     # Read as it is (read-only: no bridges kept yet, the clients' row there).
-    assert history.read(where) == []
-    assert history.matrix(where)["bridges"] == []
+    assert BRIDGE_HISTORY.read(where) == []
+    assert BRIDGE_HISTORY.matrix(where)["bridges"] == []
     with sqlite3.connect(where) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (1,)
     # The first bridges run upgrades it; the clients' row stays and reads as before.
-    history.record([row("0.16.0", True)], path=where)
+    BRIDGE_HISTORY.record([row("0.16.0", True)], path=where)
     with sqlite3.connect(where) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"verdicts", "bridge_verdicts"} <= tables
-    (client,) = clients_history.read(where)
+    (client,) = CLIENT_HISTORY.read(where)
     assert (client.client, client.version, client.level) == ("inspector", "2.12.0", 3)
-    assert [e.version for e in history.read(where)] == ["0.16.0"]
+    assert [e.version for e in BRIDGE_HISTORY.read(where)] == ["0.16.0"]
     # A lab of the schema before writes to it again (setting its version back to 1):
     # the next writer of either kind upgrades it again, nothing lost.
     with sqlite3.connect(where) as db:
         db.execute("PRAGMA user_version = 1")
     made = ClientRow("inspector", "2.13.0", "single", "no tool", level=5, server_level=5)
     made.checklist = {"read": Check("yes")}
-    clients_history.record([made], path=where)
-    history.record([row("0.16.0", True)], path=where)
+    CLIENT_HISTORY.record([made], path=where)
+    BRIDGE_HISTORY.record([row("0.16.0", True)], path=where)
     with sqlite3.connect(where) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (3,)
-    assert [e.version for e in clients_history.read(where)] == ["2.12.0", "2.13.0"]
-    assert [e.transport for e in clients_history.read(where)] == ["http", "http"]
-    assert [e.count for e in history.cells(history.read(where))[0].entries] == [2]
+    assert [e.version for e in CLIENT_HISTORY.read(where)] == ["2.12.0", "2.13.0"]
+    assert [e.transport for e in CLIENT_HISTORY.read(where)] == ["http", "http"]
+    assert [e.count for e in BRIDGE_HISTORY.cells(BRIDGE_HISTORY.read(where))[0].entries] == [2]
 
 
 def main_exit(argv: list[str]) -> None:
@@ -231,7 +231,7 @@ def test_a_history_that_cannot_be_written_is_said_and_the_run_goes_on(
 def test_the_history_of_one_direction(kept: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = row("0.16.0", True)
     other.direction = "stdio->SSE"
-    history.record([row("0.15.1", False), other], path=kept, when="2026-12-01T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.15.1", False), other], path=kept, when="2026-12-01T10:00:00Z")
 
     def shown(*options: str) -> tuple[int, str, str]:
         with pytest.raises(SystemExit) as exit_code:
@@ -253,8 +253,8 @@ def test_the_history_of_one_direction(kept: Path, capsys: pytest.CaptureFixture[
 def test_the_history_command_reads_the_file_it_is_pointed_at(
     kept: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    history.record([row("0.15.1", False)], path=kept, when="2026-12-01T10:00:00Z")
-    history.record([row("0.16.0", True)], path=kept, when="2026-12-02T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.15.1", False)], path=kept, when="2026-12-01T10:00:00Z")
+    BRIDGE_HISTORY.record([row("0.16.0", True)], path=kept, when="2026-12-02T10:00:00Z")
     monkeypatch.setenv(HISTORY_ENV, str(kept))
     with pytest.raises(SystemExit) as done:
         main(["bridges", "history"])

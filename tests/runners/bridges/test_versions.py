@@ -14,13 +14,16 @@ import pytest
 
 from mcp_lab import protocol
 from mcp_lab.contract import Event
-from mcp_lab.runners.bridges import history, matrix
+from mcp_lab.protocol import Transport
+from mcp_lab.runners.bridges import matrix
+from mcp_lab.runners.bridges.definition import PATHS
+from mcp_lab.runners.bridges.history import BRIDGE_HISTORY
 from mcp_lab.runners.bridges.output import bridge_said
 from mcp_lab.runners.bridges.run import (
+    BridgeOutcome,
+    BridgePlan,
     Cut,
-    Outcome,
     ProbeStep,
-    RunPlan,
     _flow_timeout,
     flow_bound,
 )
@@ -33,8 +36,8 @@ from mcp_lab.runners.bridges.verdict import (
     NOT_REACHED,
     NOT_SUPPORTED,
     STEPS,
-    Cell,
-    Row,
+    BridgeRow,
+    StepCell,
     _resume,
     not_supported,
 )
@@ -75,7 +78,7 @@ REMOTE_CRASH = """[6093] Fatal error: TypeError: Invalid URL
 def ends(version: str, way: str, tmp_path: Path, port: int | None = 8080) -> Ends:
     d = direction(way)
     lab_url = (
-        None if d.lab == "stdio" else f"http://127.0.0.1:9/{'mcp' if d.lab == 'HTTP' else 'sse'}"
+        None if d.lab == "stdio" else f"http://127.0.0.1:9/{PATHS[d.lab].lstrip('/')}"
     )
     lab_command = LAB if d.lab == "stdio" else None
     return Ends(["prog"], d, lab_url, lab_command, port if d.client != "stdio" else None,
@@ -175,10 +178,10 @@ def test_not_supported_is_a_mark_of_its_own_in_every_rendering() -> None:
     assert made.not_supported and made.failure is None
     assert {c.mark for c in made.steps.values()} == {NOT_SUPPORTED}
     assert made.notes == [f"not supported: {why}"]
-    table = matrix.to_table([made])
+    table = matrix.BRIDGE_MATRIX.table([made])
     assert "not supported" in table.splitlines()[1] and "dropped" not in table
-    assert f"| {NOT_SUPPORTED} |" in matrix.to_markdown([made])
-    shown = json.loads(matrix.to_json([made]))["bridges"][0]
+    assert f"| {NOT_SUPPORTED} |" in matrix.BRIDGE_MATRIX.markdown([made])
+    shown = json.loads(matrix.BRIDGE_MATRIX.json([made]))["bridges"][0]
     assert set(shown["marks"].values()) == {NOT_SUPPORTED}
 
 
@@ -211,23 +214,25 @@ def lab_event(method: str, session: str = "s1", uri: str | None = None) -> Event
 def test_the_resume_note_says_never_reached_only_when_the_lab_saw_no_subscribe() -> None:
     """mcp-remote 0.1.18 slow to connect: the runner stopped waiting for its subscribe
     before it came. The lab saw it all the same: no "never reached the lab"."""
-    plan = RunPlan(registry.get("single"), direction("stdio->HTTP"), resume=True)
+    plan = BridgePlan(registry.get("single"), direction("stdio->HTTP"), resume=True)
     uri = plan.scenario.read_uri
-    late = Outcome(plan, 0, cut=Cut(waited_s=8.0))
+    late = BridgeOutcome(plan, 0, cut=Cut(waited_s=8.0))
     late.events = [lab_event(protocol.INITIALIZE), lab_event(protocol.SUBSCRIBE, uri=uri)]
-    cell = _resume(late, "HTTP", Cell("passed"))
+    cell = _resume(late, Transport.STREAMABLE_HTTP, StepCell("passed"))
     assert "never reached the lab" not in cell.detail
     assert cell.mark == NOT_APPLICABLE and cell.detail.startswith("not judged")
     assert "after the runner stopped waiting for it (8 s)" in cell.detail
-    none = Outcome(plan, 0, cut=Cut(waited_s=46.0))
+    none = BridgeOutcome(plan, 0, cut=Cut(waited_s=46.0))
     none.events = [lab_event(protocol.INITIALIZE)]
-    assert _resume(none, "HTTP", Cell("passed")).detail == "the subscribe never reached the lab"
+    assert _resume(none, Transport.STREAMABLE_HTTP, StepCell("passed")).detail == (
+        "the subscribe never reached the lab"
+    )
 
 
 def test_the_resumption_waits_for_a_slow_bridge_as_long_as_the_flow() -> None:
     """The cut waits for the subscribe as long as the client's whole flow may take (a
     bridge's start and connection included), not one notification's 8 s."""
-    plan = RunPlan(registry.get("single"), direction("stdio->HTTP"), resume=True)
+    plan = BridgePlan(registry.get("single"), direction("stdio->HTTP"), resume=True)
     assert flow_bound(plan) >= plan.timeout + 30
 
 
@@ -251,9 +256,9 @@ async def test_a_wait_over_its_beat_is_said(tmp_path: Path) -> None:
     assert said[0].endswith(" s so far")
 
 
-def kept_row(version: str, mark: str) -> Row:
-    made = Row("mcp-remote", version, "stdio->HTTP", "single")
-    made.steps = {key: Cell(mark if key != "list_changed" else NOT_APPLICABLE) for key in STEPS}
+def kept_row(version: str, mark: str) -> BridgeRow:
+    made = BridgeRow("mcp-remote", version, "stdio->HTTP", "single")
+    made.steps = {key: StepCell(mark if key != "list_changed" else NOT_APPLICABLE) for key in STEPS}
     if mark == NOT_SUPPORTED:
         made = not_supported(BRIDGES["mcp-remote"], version, "stdio->HTTP", "single",
                              "mcp-remote 0.0.22 speaks SSE only")  # fmt: skip
@@ -262,16 +267,19 @@ def kept_row(version: str, mark: str) -> Row:
 
 def test_the_history_says_not_supported_and_when_a_version_supports_it(tmp_path: Path) -> None:
     where = tmp_path / "history.sqlite3"
-    history.record([kept_row("0.0.22", NOT_SUPPORTED)], path=where, when="2026-12-01T10:00:00")
-    history.record([kept_row("0.1.18", "passed")], path=where, when="2026-12-01T11:00:00")
-    history.record([kept_row("0.0.21", NOT_SUPPORTED)], path=where, when="2026-12-01T12:00:00")
-    found = history.cells(history.read(where))
-    table = history.to_table(found, where)
+    for version, mark, when in [
+        ("0.0.22", NOT_SUPPORTED, "2026-12-01T10:00:00"),
+        ("0.1.18", "passed", "2026-12-01T11:00:00"),
+        ("0.0.21", NOT_SUPPORTED, "2026-12-01T12:00:00"),
+    ]:
+        BRIDGE_HISTORY.record([kept_row(version, mark)], path=where, when=when)
+    found = BRIDGE_HISTORY.cells(BRIDGE_HISTORY.read(where))
+    table = BRIDGE_HISTORY.to_table(found, where)
     assert "not supported: mcp-remote 0.0.22 speaks SSE only" in table
     changes = [c.text() for c in found[0].changes if c is not None]
     assert changes[0].startswith("0.1.18: now supported: initialize passed, list passed")
     assert "(was not supported)" not in changes[0]
-    entry = history.read(where)[0]
+    entry = BRIDGE_HISTORY.read(where)[0]
     assert entry.not_supported == "mcp-remote 0.0.22 speaks SSE only" and not entry.failed
 
 
@@ -280,9 +288,9 @@ def test_a_stateless_bridges_lost_subscription_is_dropped_not_not_reached() -> N
     in different sessions, the lab has no subscriber left when the update comes."""
     from mcp_lab.runners.bridges.verdict import _notified, _Sides
 
-    plan = RunPlan(registry.get("single"), direction("HTTP->stdio"))
+    plan = BridgePlan(registry.get("single"), direction("HTTP->stdio"))
     uri = plan.scenario.read_uri
-    outcome = Outcome(plan, 0)
+    outcome = BridgeOutcome(plan, 0)
     outcome.events = [lab_event(protocol.SUBSCRIBE, "s4", uri),
                       lab_event(protocol.UNSUBSCRIBE, "s6", uri)]  # fmt: skip
     cell = _notified(_Sides(outcome, plan.scenario, uri), 1, True)

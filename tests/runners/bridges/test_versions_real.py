@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from mcp_lab.runners.bridges import matrix
-from mcp_lab.runners.bridges.install import install
+from mcp_lab.runners.bridges.install import install_bridge
 from mcp_lab.runners.bridges.runner import run_bridge
-from mcp_lab.runners.bridges.specs import BRIDGES, LOCAL, BridgeSpec, Ends, Invocation, direction
-from mcp_lab.runners.bridges.verdict import DROPPED, PASSED, Row
+from mcp_lab.runners.bridges.specs import BRIDGES, LOCAL, BridgeSpec, Ends, Launch, direction
+from mcp_lab.runners.bridges.verdict import DROPPED, PASSED, BridgeRow
 from mcp_lab.scenarios import registry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -26,7 +26,9 @@ RUN_SECONDS = 240  # one row (and its resumption run), its install included
 SLOW_START = 16.0  # how late the slowed bridge starts: past one 15 s beat of the wait
 
 
-async def one_row(spec: BridgeSpec, version: str, way: str, runs: Path, **kwargs: object) -> Row:
+async def one_row(
+    spec: BridgeSpec, version: str, way: str, runs: Path, **kwargs: object
+) -> BridgeRow:
     rows = await asyncio.wait_for(
         run_bridge(spec, version, [registry.get("single")], gate=asyncio.Semaphore(2),
                    runs=runs, directions=[direction(way)], **kwargs),  # type: ignore[arg-type]
@@ -36,7 +38,7 @@ async def one_row(spec: BridgeSpec, version: str, way: str, runs: Path, **kwargs
     return rows[0]
 
 
-def marks(row: Row) -> dict[str, str]:
+def marks(row: BridgeRow) -> dict[str, str]:
     return {key: cell.mark for key, cell in row.steps.items()}
 
 
@@ -52,11 +54,11 @@ async def test_npm_mcp_proxy_5_runs_with_its_own_command_line(npm: str, tmp_path
     assert "never reached the client" in row.steps["notified"].detail
 
 
-def _as_6x(ends: Ends) -> Invocation:
+def _as_6x(ends: Ends) -> Launch:
     """npm mcp-proxy's 6.x command line, whatever the version."""
     assert ends.port is not None and ends.lab_command is not None
     argv = [*ends.program, "--port", str(ends.port), "--host", "127.0.0.1", "--server", "stream"]
-    return Invocation([*argv, "--", *ends.lab_command], "/mcp")
+    return Launch([*argv, "--", *ends.lab_command], "/mcp")
 
 
 async def test_a_bridge_that_fails_to_start_is_quoted_by_its_error(
@@ -64,12 +66,12 @@ async def test_a_bridge_that_fails_to_start_is_quoted_by_its_error(
 ) -> None:
     """mcp-proxy 5.12.5 given 6.x's command line prints its usage, then its error: the
     row's note (as the matrix prints it) quotes the error, not the usage."""
-    _, program = await install(BRIDGES["mcp-proxy"], "5.12.5")
+    _, program = await install_bridge(BRIDGES["mcp-proxy"], "5.12.5")
     spec = BridgeSpec("mcp-proxy-as-6", "mcp-proxy 5 started as 6", LOCAL, None, "5.12.5",
                       "mcp-proxy", (direction("HTTP->stdio"),), launch=_as_6x)  # fmt: skip
     row = await one_row(spec, "5.12.5", "HTTP->stdio", tmp_path / "runs", program=program)
     assert row.failure is not None
-    notes = matrix.to_table([row]).splitlines()[-1]
+    notes = matrix.BRIDGE_MATRIX.table([row]).splitlines()[-1]
     assert "Not enough non-option arguments: got 0, need at least 1" in notes, notes
     assert "Show help" not in notes and "--streamEndpoint" not in notes, notes
     assert "exited (exit code 1)" in notes, notes
@@ -81,7 +83,7 @@ async def test_mcp_remote_0_1_18_slow_to_connect_gets_a_true_resume_note(
     """mcp-remote 0.1.18 started 16 s late (as on a loaded machine): the runner waits for
     its subscribe, cuts, and says what 0.1.18 does (it never reconnects its GET stream),
     not that the subscribe never reached the lab; the long wait is said on the way."""
-    _, program = await install(BRIDGES["mcp-remote"], "0.1.18")
+    _, program = await install_bridge(BRIDGES["mcp-remote"], "0.1.18")
     late = f"import os, sys, time; time.sleep({SLOW_START}); os.execv(sys.argv[1], sys.argv[1:])"
     slowed = [sys.executable, "-c", late, *program]
     lines: list[str] = []

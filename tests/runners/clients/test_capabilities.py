@@ -4,7 +4,7 @@ export --format mcp-client-capabilities`` and ``mcp-lab clients declared``.
 The database is the real npm package ``mcp-client-capabilities`` at the lab's pin,
 installed into the clients' cache on first use (with ``CI=true`` a package that cannot
 be installed is a failure, elsewhere the tests skip). The history is a real SQLite
-file written by ``history.record`` with rows made here.
+file written by ``CLIENT_HISTORY.record`` with rows made here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import jsonschema
 import pytest
 
 from mcp_lab.cli.main import main
-from mcp_lab.runners.clients import capabilities, history
-from mcp_lab.runners.clients.matrix import CHECKLIST, Check, Row
+from mcp_lab.runners.clients import capabilities
+from mcp_lab.runners.clients.history import CLIENT_HISTORY
+from mcp_lab.runners.clients.matrix import CHECKLIST, Check, ClientRow
 from mcp_lab.runners.clients.pins import CLIENTS
 from mcp_lab.runners.history_store import HISTORY_ENV
 from mcp_lab.runners.install import InstallError
@@ -57,8 +58,8 @@ def row(
     setup: str = "no tool",
     transport: str = "http",
     checks: list[dict[str, Any]] | None = None,
-) -> Row:
-    made = Row(client, version, scenario, setup, protocol="2025-11-25", transport=transport)
+) -> ClientRow:
+    made = ClientRow(client, version, scenario, setup, protocol="2025-11-25", transport=transport)
     made.level = made.server_level = level
     made.checklist = {key: Check(answers.get(key, "no"), 1.0) for key in CHECKLIST}
     made.checks = checks or []
@@ -113,7 +114,9 @@ def test_the_export_validates_against_the_databases_own_types_and_validator(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    history.record([row("claude-code", "2.1.197", READ), row("inspector", "2.12.0", SUBSCRIBED)])
+    CLIENT_HISTORY.record(
+        [row("claude-code", "2.1.197", READ), row("inspector", "2.12.0", SUBSCRIBED)]
+    )
     exported = export(tmp_path, capsys)
     assert set(exported) == {"claude-code", "inspector-cli"}
     for entry in exported.values():
@@ -154,8 +157,10 @@ def test_the_export_takes_the_newest_version_single_http_and_its_best_setup(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    history.record([row("claude-code", "2.1.88", SUBSCRIBED, level=6)], when="2026-12-01T10:00:00Z")
-    history.record(
+    CLIENT_HISTORY.record(
+        [row("claude-code", "2.1.88", SUBSCRIBED, level=6)], when="2026-12-01T10:00:00Z"
+    )
+    CLIENT_HISTORY.record(
         [
             row("claude-code", "2.1.197", READ, level=3),
             row("claude-code", "2.1.197", {**READ, "subscribed": "yes"}, level=4, setup="tool"),
@@ -165,7 +170,7 @@ def test_the_export_takes_the_newest_version_single_http_and_its_best_setup(
         when="2026-12-02T10:00:00Z",
     )
     failed = row("claude-code", "2.1.197", {}, setup="tool").fail("could not start")
-    history.record([failed], when="2026-12-03T10:00:00Z")
+    CLIENT_HISTORY.record([failed], when="2026-12-03T10:00:00Z")
     entry = export(tmp_path, capsys)["claude-code"]
     assert entry["title"] == database.clients["claude-code"]["title"]
     assert entry["url"] == database.clients["claude-code"]["url"]
@@ -200,7 +205,7 @@ def test_a_client_the_database_lacks_gets_its_package_as_url(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    history.record(
+    CLIENT_HISTORY.record(
         [row("inspector", "2.12.0", {"connected": "yes"}), row("ideal-client", "1", READ)]
     )
     exported = export(tmp_path, capsys)
@@ -218,8 +223,11 @@ def test_clients_that_send_one_clientinfo_name_share_its_entry(
     # Programs on a client library often keep the library's default name ("mcp").
     base = CLIENTS["inspector"]
     clients = {name: replace(base, name=name, client_info="mcp") for name in ("lib-a", "lib-b")}
-    history.record([row("lib-a", "1.0", READ, level=3), row("lib-b", "2.0", SUBSCRIBED, level=6)])
-    out, notes = capabilities.export(capabilities.observed(history.read(kept), clients), database)
+    CLIENT_HISTORY.record(
+        [row("lib-a", "1.0", READ, level=3), row("lib-b", "2.0", SUBSCRIBED, level=6)]
+    )
+    found = capabilities.observed(CLIENT_HISTORY.read(kept), clients)
+    out, notes = capabilities.export(found, database)
     assert list(out) == ["mcp"]
     assert out["mcp"]["resources"] == {"subscribe": True}  # lib-b's: the best level
     lab = out["mcp"]["experimental"][capabilities.LAB_KEY]
@@ -235,7 +243,7 @@ def test_the_declared_table_says_match_differs_and_not_in_the_database(
     database: capabilities.Database, kept: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     relisted = [{"key": "relisted", "title": "listed again", "answer": "yes"}]
-    history.record(
+    CLIENT_HISTORY.record(
         [
             row("claude-code", "2.1.197", READ),  # declares resources, no subscribe
             row("codex", "0.171.0", READ),  # codex-mcp-client declares no resources
@@ -292,7 +300,7 @@ def test_a_database_that_cannot_be_installed_is_one_line_and_exit_1(
     kept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MCP_LAB_CLIENTS_CACHE", str(tmp_path / "clients"))
-    history.record([row("claude-code", "2.1.197", READ)])
+    CLIENT_HISTORY.record([row("claude-code", "2.1.197", READ)])
     args = ["clients", "declared", "--database-version", "0.0.0-no-such-version"]
     code, out, err = run_cli(args, capsys)
     assert code == 1

@@ -7,15 +7,23 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
-from mcp_lab.runners.check import BELOW, PASSED, Verdict, exit_code, to_json, to_junit, to_table
-from mcp_lab.runners.clients.matrix import Check, Row
+from mcp_lab.runners.clients.check import (
+    EXIT_BELOW,
+    EXIT_PASSED,
+    Verdict,
+    exit_code,
+    to_json,
+    to_junit,
+    to_table,
+)
+from mcp_lab.runners.clients.matrix import Check, ClientRow
 from tests.support.lab import ROOT
 
 DONE = ["connected", "listed", "read", "subscribed", "notified", "re_read"]
 
 
-def row(level: int) -> Row:
-    made = Row("command", "local", "single", "no tool", transport="http", level=level,
+def row(level: int) -> ClientRow:
+    made = ClientRow("command", "local", "single", "no tool", transport="http", level=level,
                server_level=level, client_info="ideal-client/1.0")  # fmt: skip
     made.checklist = {box: Check("yes" if i < level else "no", 1.0) for i, box in enumerate(DONE)}
     made.checklist["reflected"] = Check("n/a")
@@ -24,10 +32,10 @@ def row(level: int) -> Row:
 
 
 def test_a_level_at_or_above_the_expected_one_passes() -> None:
-    assert exit_code([Verdict(row(6), 6)]) == PASSED
-    assert exit_code([Verdict(row(6), 7)]) == BELOW
-    assert exit_code([Verdict(row(6), 6), Verdict(row(4), 6)]) == BELOW
-    assert exit_code([]) == BELOW  # nothing checked is no pass
+    assert exit_code([Verdict(row(6), 6)]) == EXIT_PASSED
+    assert exit_code([Verdict(row(6), 7)]) == EXIT_BELOW
+    assert exit_code([Verdict(row(6), 6), Verdict(row(4), 6)]) == EXIT_BELOW
+    assert exit_code([]) == EXIT_BELOW  # nothing checked is no pass
     verdict = Verdict(row(4), 6)
     assert verdict.checklist == {
         "connected": True, "listed": True, "read": True, "subscribed": True,

@@ -17,6 +17,8 @@ def test_bad_arguments_are_clear_errors() -> None:
         (["--version", "nope=1"], "unknown client 'nope'"),
         (["--scenario", "some"], "unknown scenario 'some'"),
         (["--tool", "some"], "invalid choice: 'some'"),
+        # a kind no built-in client has asks for none, not for all of them
+        (["--kind", "program"], "no built-in client is of kind 'program'"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "mcp_lab", "clients", "run", *args],
@@ -27,8 +29,6 @@ def test_bad_arguments_are_clear_errors() -> None:
             check=False,
         )
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
-
-
 
 
 def test_a_client_the_runner_could_not_run_exits_1_and_names_no_run_folder(tmp_path) -> None:

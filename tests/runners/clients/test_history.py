@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 
 from mcp_lab.cli.main import main
-from mcp_lab.runners.clients import history, runner
+from mcp_lab.runners.clients import runner
 from mcp_lab.runners.clients.definition import ClientDef
-from mcp_lab.runners.clients.matrix import CHECKLIST, Check, Row
+from mcp_lab.runners.clients.history import CLIENT_HISTORY, RUN, SWEEP
+from mcp_lab.runners.clients.matrix import CHECKLIST, Check, ClientRow
 from mcp_lab.runners.history_store import HISTORY_ENV
 
 BOXES = list(CHECKLIST)
 
 
-def row(version: str, level: int, answers: dict[str, str], setup: str = "no tool") -> Row:
-    made = Row("inspector", version, "single", setup, protocol="2025-11-25", level=level)
+def row(version: str, level: int, answers: dict[str, str], setup: str = "no tool") -> ClientRow:
+    made = ClientRow("inspector", version, "single", setup, protocol="2025-11-25", level=level)
     made.server_level = level
     made.checklist = {key: Check(answers.get(key, "no"), 1.0) for key in BOXES}
     made.checks = [{"key": "k", "title": "templates listed", "answer": "no", "at_s": None}]
@@ -47,10 +48,10 @@ def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "data" / "mcp-lab" / "history.sqlite3"
 
 
-def clients_run(monkeypatch: pytest.MonkeyPatch, rows: list[Row]) -> None:
+def clients_run(monkeypatch: pytest.MonkeyPatch, rows: list[ClientRow]) -> None:
     """``mcp-lab clients run --client inspector``, its runner giving ``rows``."""
 
-    async def made(*_: object, **__: object) -> list[Row]:
+    async def made(*_: object, **__: object) -> list[ClientRow]:
         return rows
 
     monkeypatch.setattr(runner, "run_clients", made)
@@ -109,10 +110,10 @@ def test_versions_are_ordered_as_versions_and_a_runner_failure_is_no_change(
     where = tmp_path / "h.sqlite3"
     failed = row("2.10.0", 3, OLD).fail("install failed: no network")
     # Kept out of order (a sweep runs versions in any order): 2.9.0 comes before 2.10.0.
-    history.record([row("2.10.0", 5, NEW)], history.SWEEP, path=where, when="2026-12-02T10:00:00Z")
-    history.record([row("2.9.0", 3, OLD)], history.SWEEP, path=where, when="2026-12-03T10:00:00Z")
-    history.record([failed], history.RUN, path=where, when="2026-12-04T10:00:00Z")
-    (cell,) = history.cells(history.read(where))
+    CLIENT_HISTORY.record([row("2.10.0", 5, NEW)], SWEEP, path=where, when="2026-12-02T10:00:00Z")
+    CLIENT_HISTORY.record([row("2.9.0", 3, OLD)], SWEEP, path=where, when="2026-12-03T10:00:00Z")
+    CLIENT_HISTORY.record([failed], RUN, path=where, when="2026-12-04T10:00:00Z")
+    (cell,) = CLIENT_HISTORY.cells(CLIENT_HISTORY.read(where))
     assert [(e.version, e.level) for e in cell.entries] == [
         ("2.9.0", 3),
         ("2.10.0", 5),
@@ -125,22 +126,22 @@ def test_versions_are_ordered_as_versions_and_a_runner_failure_is_no_change(
         None,
     ]
     assert cell.latest.level == 5  # the failure says nothing of the client
-    table = history.to_table([cell], where)
+    table = CLIENT_HISTORY.to_table([cell], where)
     assert "level - runner failed  (install failed: no network)" in table
 
 
 def test_no_history_yet_is_said_and_the_dashboards_matrix_is_empty(kept: Path) -> None:
-    assert history.read() == []
-    assert history.matrix() == {"scenarios": [], "clients": []}
-    assert "no clients run kept yet" in history.to_table([], kept)
+    assert CLIENT_HISTORY.read() == []
+    assert CLIENT_HISTORY.matrix() == {"scenarios": [], "clients": []}
+    assert "no clients run kept yet" in CLIENT_HISTORY.to_table([], kept)
 
 
 def test_the_table_escapes_what_a_client_printed(tmp_path: Path) -> None:
     """Notes and failures carry a CLI's own output; a terminal reads the table."""
     where = tmp_path / "h.sqlite3"
     forged = "boom\x1b]0;owned\x07\n    2099-01-01 forged line"
-    history.record([row("1.0.0\x1b[2J", 3, OLD).fail(forged)], history.RUN, path=where)
-    table = history.to_table(history.cells(history.read(where)), where)
+    CLIENT_HISTORY.record([row("1.0.0\x1b[2J", 3, OLD).fail(forged)], RUN, path=where)
+    table = CLIENT_HISTORY.to_table(CLIENT_HISTORY.cells(CLIENT_HISTORY.read(where)), where)
     assert "\x1b" not in table and "\x07" not in table, table
     assert "forged line" in table and "\n    2099-01-01" not in table, table
     assert "1.0.0\\x1b[2J" in table, table
@@ -155,7 +156,7 @@ def test_the_history_command_cuts_what_a_client_chose(
     named = row("9" * 5_001, 3, OLD)
     named.client = "n" * 5_001
     named.checks = [{"key": "k", "title": "t" * 5_001, "answer": "no", "at_s": None}]
-    history.record([named], history.RUN, path=kept)
+    CLIENT_HISTORY.record([named], RUN, path=kept)
     with pytest.raises(SystemExit):
         main(["clients", "history"])
     table = capsys.readouterr().out
@@ -171,7 +172,7 @@ def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPa
     """Named twice, a client would run twice at once into the same run folders."""
     asked: list[list[str]] = []
 
-    async def made(clients: list[ClientDef], *_: object, **__: object) -> list[Row]:
+    async def made(clients: list[ClientDef], *_: object, **__: object) -> list[ClientRow]:
         asked.append([client.name for client in clients])
         return [row("1.0.0", 3, OLD)]
 

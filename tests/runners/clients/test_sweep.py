@@ -10,14 +10,14 @@ import asyncio
 import pytest
 
 from mcp_lab.runners.clients import sweep
-from mcp_lab.runners.clients.matrix import Check, Row
+from mcp_lab.runners.clients.matrix import Check, ClientRow
 from mcp_lab.runners.versions import version_key
 
 VERSIONS = [f"1.{minor}.0" for minor in range(16)]  # 1.0.0 .. 1.15.0
 
 
-def row(version: str, level: int | None, subscribed: str = "no") -> Row:
-    made = Row("fake", version, "single", "no tool", level=level, server_level=level)
+def row(version: str, level: int | None, subscribed: str = "no") -> ClientRow:
+    made = ClientRow("fake", version, "single", "no tool", level=level, server_level=level)
     made.checklist = {"read": Check("yes"), "subscribed": Check(subscribed)}
     if level is None:
         made.fail("install failed")
@@ -32,7 +32,7 @@ class Runner:
         self.changes_at, self.failing = changes_at, failing
         self.ran: list[str] = []
 
-    async def __call__(self, version: str) -> list[Row]:
+    async def __call__(self, version: str) -> list[ClientRow]:
         self.ran.append(version)
         if version in self.failing:
             return [row(version, None)]
@@ -55,14 +55,14 @@ def test_a_long_range_is_bisected_from_its_ends() -> None:
         ("subscribed", "no", "yes", "1.11.0", True),
     ]
     assert done.changes[0].previous == "1.10.0"
-    assert "level: 3 -> 5, first at 1.11.0" in sweep.to_table(done)
+    assert "level: 3 -> 5, first at 1.11.0" in sweep.sweep_table(done)
 
 
 def test_no_change_between_the_ends_runs_only_the_ends() -> None:
     runner = Runner("9.0.0")
     done = run(VERSIONS, runner)
     assert runner.ran == ["1.0.0", "1.15.0"] and done.changes == []
-    assert "no answer changed" in sweep.to_table(done)
+    assert "no answer changed" in sweep.sweep_table(done)
 
 
 def test_every_n_samples_then_bisects_only_the_gap_that_changed() -> None:

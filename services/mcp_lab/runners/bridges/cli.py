@@ -6,13 +6,28 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from mcp_lab.runners import commands
-from mcp_lab.runners.bridges.specs import BRIDGES, direction, installed_by_version, known
+from mcp_lab.runners.bridges.specs import (
+    BRIDGES,
+    BridgeSpec,
+    bridges_with_files,
+    by_version,
+    direction,
+    known_bridges,
+)
+from mcp_lab.runners.definitions import DefinitionError
 from mcp_lab.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
+from mcp_lab.runners.progress import quiet
+
+_BRIDGE_FILE = (
+    "a bridge of your own, as a bridge file (TOML; docs/bridges.md, 'Your own bridge'); "
+    "repeatable"
+)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_bridges_parser(sub: argparse._SubParsersAction) -> None:
     """Add ``bridges`` to ``mcp-lab``'s subcommands."""
     bridges = sub.add_parser(
         "bridges",
@@ -23,12 +38,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     listing = actions.add_parser("list", help="the bridges, their versions and directions")
     listing.add_argument("--json", action="store_true", help="print JSON instead of text")
-    listing.set_defaults(func=_cmd_list)
+    listing.add_argument(
+        "--bridge-file", action="append", default=[], type=Path, metavar="PATH",
+        help=f"{_BRIDGE_FILE}: listed after the built-in bridges",
+    )  # fmt: skip
+    listing.set_defaults(func=_list_bridges)
 
     run = actions.add_parser("run", help="run bridges (default: all) and print the matrix")
     run.add_argument(
         "--bridge", action="append", default=None, metavar="NAME",
-        help=f"a bridge to run (repeatable; default: all). Known: {known()}",
+        help=f"a bridge to run (repeatable; default: all). Known: {known_bridges()}",
+    )  # fmt: skip
+    run.add_argument(
+        "--bridge-file", action="append", default=[], type=Path, metavar="PATH",
+        help=f"{_BRIDGE_FILE}. Without --bridge, only the files' bridges run",
     )  # fmt: skip
     run.add_argument(
         "--version", action="append", default=[], metavar="NAME=X",
@@ -46,20 +69,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bridge supports)",
     )  # fmt: skip
     run.add_argument(
-        "--format", choices=["table", "markdown", "json"], default="table",
-        help="table: the matrix (default); markdown: as in docs/bridges.md; json: every row",
-    )  # fmt: skip
-    run.add_argument(
         "--timeout", type=float, default=8.0, metavar="SECONDS",
         help="how long the reference client waits for each notification (default 8)",
     )  # fmt: skip
-    run.add_argument(
-        "--jobs", type=int, default=3, metavar="N", help="runs side by side (default 3)"
-    )
-    run.add_argument(
-        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
-    )
-    run.set_defaults(func=_cmd_run)
+    commands.add_matrix_options(run, docs="docs/bridges.md", side_by_side="runs")
+    run.set_defaults(func=_run_bridges)
 
     shown = commands.add_history_parser(
         actions,
@@ -68,14 +82,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "versions and dates, each change marked",
         formats="table: per bridge, direction and scenario, one line per version (default); "
         "json: each cell's latest marks, entries and changes",
-        func=_cmd_history,
+        func=_bridges_history,
     )
     shown.add_argument(
         "--direction", default=None, metavar="CLIENT->LAB", help="this direction only"
     )
 
 
-def _cmd_list(args: argparse.Namespace) -> int:
+def _bridges(files: list[Path]) -> dict[str, BridgeSpec] | None:
+    """The built-in bridges and those of ``files``; None (said on stderr) for a file
+    that cannot be used."""
+    try:
+        return bridges_with_files(files)
+    except DefinitionError as exc:
+        print(f"mcp-lab: {exc}", file=sys.stderr)
+        return None
+
+
+def _list_bridges(args: argparse.Namespace) -> int:
+    bridges = _bridges(args.bridge_file)
+    if bridges is None:
+        return 2
     if args.json:
         rows = [
             {
@@ -88,31 +115,38 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 "installable": spec.not_installable is None,
                 "not_installable": spec.not_installable,
                 "caveat": spec.caveat,
+                "origin": spec.origin,
             }
-            for spec in BRIDGES.values()
+            for spec in bridges.values()
         ]
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(name) for name in BRIDGES)
-    for spec in BRIDGES.values():
+    width = max(len(name) for name in bridges)
+    for spec in bridges.values():
         where = spec.not_installable or f"{spec.source} {spec.package}@{spec.version}"
         ways = ", ".join(d.name for d in spec.directions) or "-"
         print(f"{spec.name:<{width}} {where:<26} {ways}")
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _run_bridges(args: argparse.Namespace) -> int:
     from mcp_lab.runners import run_folders
     from mcp_lab.runners.bridges import history, matrix, runner
-    from mcp_lab.runners.bridges.install import cache_dir
+    from mcp_lab.runners.install import BRIDGES_CACHE, cache_dir
     from mcp_lab.scenarios import registry
 
-    names = list(dict.fromkeys(args.bridge or BRIDGES))  # each once, in the order given
-    if commands.refuse_unknown(names, BRIDGES, "bridge"):
+    bridges = _bridges(args.bridge_file)
+    if bridges is None:
+        return 2
+    files = {str(path) for path in args.bridge_file}
+    own = [name for name, spec in bridges.items() if spec.origin in files]
+    # Each once, in the order given; the files' bridges run too (without --bridge, alone).
+    names = list(dict.fromkeys([*(args.bridge or ([] if own else BRIDGES)), *own]))
+    if commands.refuse_unknown(names, bridges, "bridge"):
         return 2
     try:
         versions = commands.parse_versions(
-            args.version, BRIDGES, "bridge", by_version=installed_by_version
+            args.version, bridges, "bridge", by_version=lambda name: by_version(bridges[name])
         )
         scenarios = [registry.get(n) for n in args.scenario or runner.DEFAULT_SCENARIOS]
         directions = [direction(d) for d in args.direction] if args.direction else None
@@ -123,12 +157,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("mcp-lab: --timeout (seconds) and --jobs must be positive and finite",
               file=sys.stderr)  # fmt: skip
         return 2
-    progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    finished: list[matrix.Row] = []
-    with run_folders.invocation(run_folders.runs_of("bridges", cache_dir())) as runs:
+    progress = runner.say_bridges if not args.quiet else quiet
+    finished: list[matrix.BridgeRow] = []
+    with run_folders.invocation(run_folders.runs_of("bridges", cache_dir(BRIDGES_CACHE))) as runs:
         done, interrupted = run_until_interrupted(
             runner.run_bridges(
-                names,
+                [bridges[name] for name in names],
                 versions,
                 scenarios,
                 runs=runs,
@@ -138,22 +172,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 progress=progress,
                 finished=finished,
             ),
-            runner.say_on_stderr,  # a Ctrl-C is said even with --quiet
+            runner.say_bridges,  # a Ctrl-C is said even with --quiet
         )
     rows = finished if done is None else done
-    kept = history.keep(rows, "mcp-lab bridges") if rows else None
+    kept = history.BRIDGE_HISTORY.keep(rows, "mcp-lab bridges") if rows else None
     if rows or args.format == "json":
-        commands.print_matrix(rows, args.format, to_json=matrix.to_json,
-                              to_markdown=matrix.to_markdown, to_table=matrix.to_table)  # fmt: skip
+        commands.print_matrix(rows, args.format, matrix.BRIDGE_MATRIX)
     commands.say_where(progress, runs, kept, "mcp-lab bridges history")
     if interrupted:
         shown = ", shown above and kept in the history" if rows else ""
-        runner.say_on_stderr(f"interrupted: {len(rows)} row(s) finished{shown}")
+        runner.say_bridges(f"interrupted: {len(rows)} row(s) finished{shown}")
         return INTERRUPTED_EXIT
     return 0
 
 
-def _cmd_history(args: argparse.Namespace) -> int:
+def _bridges_history(args: argparse.Namespace) -> int:
     from mcp_lab.runners.bridges import history
 
     try:
@@ -166,9 +199,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
         args.bridge,
         args.scenario,
         args.format,
-        read=history.read,
-        cells=history.cells,
-        to_json=history.to_json,
-        to_table=history.to_table,
+        read=history.BRIDGE_HISTORY.read,
+        cells=history.BRIDGE_HISTORY.cells,
+        to_json=history.BRIDGE_HISTORY.to_json,
+        to_table=history.BRIDGE_HISTORY.to_table,
         only={"direction": way},
     )

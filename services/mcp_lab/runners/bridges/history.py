@@ -1,74 +1,59 @@
 """The bridges matrix's history: every row of ``mcp-lab bridges run``, kept.
 
-A row (:class:`mcp_lab.runners.bridges.verdict.Row`) is one bridge version in one direction
-and scenario. Each is kept in the matrix history's file (:mod:`mcp_lab.runners.history_store`,
-table ``bridge_verdicts``, beside the clients' ``verdicts``) with the date, the lab's
-version, the protocols negotiated, the lab's level, each step's mark and what it rests
-on, the notes and the run folders. ``mcp-lab bridges history`` shows, per bridge,
-direction and scenario, the marks over versions (in version order, then by date) and
-marks every change ("0.16.0: notified passed 1/1 (was dropped 0/1)"; a version that
-cannot run the direction, "0.0.22: not supported: ...", and the one after it that can,
-"0.1.0: now supported: ..."); the dashboard's
-matrix (``/api/matrix``) carries each cell's latest marks with the history behind them.
+A row (:class:`mcp_lab.runners.bridges.verdict.BridgeRow`) is one bridge version in one
+direction and scenario. Each is kept in the matrix history's file
+(:mod:`mcp_lab.runners.history_store`, table ``bridge_verdicts``, beside the clients'
+``verdicts``) with the date, the lab's version, the protocols negotiated, the lab's
+level, each step's mark and what it rests on, the notes and the run folders.
+``mcp-lab bridges history`` shows, per bridge, direction and scenario, the marks over
+versions (in version order, then by date) and marks every change ("0.16.0: notified
+passed 1/1 (was dropped 0/1)"; a version that cannot run the direction, "0.0.22: not
+supported: ...", and the one after it that can, "0.1.0: now supported: ..."); the
+dashboard's matrix (``/api/matrix``) carries each cell's latest marks with the history
+behind them.
+
+The history is one piece of code for bridges and clients
+(:class:`mcp_lab.runners.history_kinds.HistoryKind`); this module says only what is the
+bridges' own: what a kept row is (:class:`BridgeEntry`), what names its cell
+(:class:`BridgeCell`), how a change is said (:class:`BridgeChange`), and the texts of
+its table, all in :data:`BRIDGE_HISTORY` (whose ``record``, ``read``, ``cells``,
+``to_table``, ``to_json``, ``matrix`` and ``keep`` are the history's).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from mcp_lab import untrusted
-from mcp_lab.runners import history_cells, history_store
-from mcp_lab.runners.bridges.verdict import NOT_APPLICABLE, NOT_SUPPORTED, STEPS, Row
-from mcp_lab.runners.history_store import history_path, insert, lab_version, now, rows
+from mcp_lab.runners import history_cells
+from mcp_lab.runners.bridges.verdict import NOT_APPLICABLE, NOT_SUPPORTED, STEPS, BridgeRow
+from mcp_lab.runners.history_kinds import HistoryKind
 
-CELL_ENTRIES = 50  # entries of one cell the dashboard's matrix carries at most
-_WHY_CHARS = 100
-_COLUMNS = (
-    "recorded, lab_version, bridge, version, direction, scenario, client_protocol, "
-    "lab_protocol, lab_level, steps, notes, runs, failure, seconds"
-)
 _PROTOCOL, _LEVEL = "protocol", "lab level"  # verdict keys beside the steps
 
 
-def record(rows: Iterable[Row], *, path: Path | None = None, when: str | None = None) -> Path:
-    """Keep ``rows`` (one ``bridges run``); returns the file."""
-    where = path or history_path()
-    stamp, lab = when or now(), lab_version()
-    values = [
-        (
-            stamp,
-            lab,
-            row.bridge,
-            row.version,
-            row.direction,
-            row.scenario,
-            row.client_protocol,
-            row.lab_protocol,
-            row.lab_level,
-            json.dumps({key: asdict(cell) for key, cell in row.steps.items()}),
-            json.dumps(row.notes),
-            json.dumps(row.runs),
-            row.failure,
-            row.seconds,
-        )
-        for row in rows
-    ]
-    insert(where, "bridge_verdicts", _COLUMNS, values)
-    return where
-
-
-def keep(made: list[Row], who: str) -> Path | None:
-    """Keep ``made`` in the history; a history that cannot be written is said (by
-    ``who``), and the command goes on (its rows are printed all the same)."""
-    return history_store.keep(lambda: record(made), who)
+def _bridge_values(row: BridgeRow, _source: str) -> tuple[object, ...]:
+    """A row's values for the table's columns after ``recorded`` and ``lab_version``
+    (the bridges' table keeps no source: every row is a run's)."""
+    return (
+        row.bridge,
+        row.version,
+        row.direction,
+        row.scenario,
+        row.client_protocol,
+        row.lab_protocol,
+        row.lab_level,
+        json.dumps({key: asdict(cell) for key, cell in row.steps.items()}),
+        json.dumps(row.notes),
+        json.dumps(row.runs),
+        row.failure,
+        row.seconds,
+    )
 
 
 @dataclass
-class Entry:
+class BridgeEntry:
     """One kept row."""
 
     recorded: str
@@ -88,6 +73,16 @@ class Entry:
     count: int = 1  # identical entries of one version taken together
     last_recorded: str = ""
 
+    @classmethod
+    def from_stored(cls, row: tuple[Any, ...]) -> BridgeEntry:
+        """The entry of a stored row (the kind's columns, in order)."""
+        (recorded, lab, bridge, version, direction, scenario, client_protocol, lab_protocol,
+         lab_level, steps, notes, runs, failure, seconds) = row  # fmt: skip
+        return cls(
+            recorded, lab, bridge, version, direction, scenario, client_protocol, lab_protocol,
+            lab_level, json.loads(steps), json.loads(notes), json.loads(runs), failure, seconds,
+        )  # fmt: skip
+
     @property
     def failed(self) -> bool:
         """No marks: the runner failed (an install, a run), or the bridge was not run."""
@@ -100,6 +95,9 @@ class Entry:
         if not marks or any(mark != NOT_SUPPORTED for mark in marks):
             return None
         return str(next(iter(self.steps.values())).get("detail") or NOT_SUPPORTED)
+
+    def cell_names(self) -> tuple[str, str, str]:
+        return (self.bridge, self.direction, self.scenario)
 
     def mark(self, key: str) -> str:
         """A step's mark with its count (``passed 3/3``); ``-`` when it has none."""
@@ -117,8 +115,30 @@ class Entry:
         out[_LEVEL] = "-" if self.lab_level is None else str(self.lab_level)
         return out
 
-    def take_newest(self, newer: Entry) -> None:
+    def take_newest(self, newer: BridgeEntry) -> None:
         self.notes, self.runs, self.failure = newer.notes, newer.runs, newer.failure
+
+    # -- in the table ---------------------------------------------------------------
+
+    def line_head(self) -> str:
+        """Nothing after the date, version and lab version (a bridge's row has no
+        source or level of its own)."""
+        return ""
+
+    def failed_text(self) -> str:
+        why = self.failure or "; ".join(self.notes) or "not run"
+        return f"{'runner failed' if self.failure else 'not run'} ({history_cells.why_text(why)})"
+
+    def marks_text(self) -> str:
+        """The verdict in full: each step's mark, the protocols and the lab's level; or,
+        for a version that cannot run the direction, why."""
+        if self.not_supported:
+            return f"{NOT_SUPPORTED}: {self.not_supported}"
+        marks = [(title, self.mark(key)) for key, title in STEPS.items()]
+        shown = [f"{title} {mark}" for title, mark in marks if mark != NOT_APPLICABLE]
+        level = "-" if self.lab_level is None else self.lab_level
+        tail = f"protocol {self.client_protocol} / {self.lab_protocol}, lab level {level}"
+        return ", ".join([*shown, tail])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,23 +159,7 @@ class Entry:
         }
 
 
-def read(path: Path | None = None, bridge: str | None = None) -> list[Entry]:
-    """Every kept row (of ``bridge``), oldest first; none when there is no history yet
-    (or only one of a schema before the bridges'). The file is opened read-only."""
-    found = rows(path or history_path(), "bridge_verdicts", _COLUMNS, bridge=bridge)
-    return [_entry(r) for r in found]
-
-
-def _entry(row: tuple[Any, ...]) -> Entry:
-    (recorded, lab, bridge, version, direction, scenario, client_protocol, lab_protocol,
-     lab_level, steps, notes, runs, failure, seconds) = row  # fmt: skip
-    return Entry(
-        recorded, lab, bridge, version, direction, scenario, client_protocol, lab_protocol,
-        lab_level, json.loads(steps), json.loads(notes), json.loads(runs), failure, seconds,
-    )  # fmt: skip
-
-
-class Change(history_cells.Change):
+class BridgeChange(history_cells.Change):
     def moved(self, key: str, before: str, after: str) -> str:
         return f"{STEPS.get(key, key)} {after} (was {before})"
 
@@ -173,86 +177,42 @@ class Change(history_cells.Change):
 
 
 @dataclass
-class Cell(history_cells.Cell[Entry]):
+class BridgeCell(history_cells.Cell[BridgeEntry]):
     """One bridge in one direction and scenario, over versions and dates."""
 
     bridge: str
     direction: str
     scenario: str
 
+    def heading(self) -> str:
+        """Its line in the table: the direction and scenario (a bridge that could not
+        be installed has one row, in no direction)."""
+        if self.direction == "-":
+            return "install"
+        direction, scenario = (history_cells.cell_text(v) for v in (self.direction, self.scenario))
+        return f"{direction} ({scenario})"
+
     def to_json(self, limit: int | None = None) -> dict[str, Any]:
         return {"direction": self.direction, "scenario": self.scenario,
                 **self.history_json(limit)}  # fmt: skip
 
 
-def cells(entries: Iterable[Entry]) -> list[Cell]:
-    """The entries as cells (bridge, direction, scenario), each in version order then
-    by date; identical verdicts of one version in a row are taken together, and each
-    verdict that differs from the one before it (runner failures skipped) is a change."""
-    found = history_cells.by_cell(entries, lambda e: (e.bridge, e.direction, e.scenario))
-    return [Cell(*names).fill(kept, Change) for names, kept in found]
-
-
-# -- renderings -----------------------------------------------------------------------
-
-
-def _marks_text(entry: Entry) -> str:
-    shown = [
-        f"{title} {entry.mark(k)}" for k, title in STEPS.items() if entry.mark(k) != NOT_APPLICABLE
-    ]
-    level = "-" if entry.lab_level is None else entry.lab_level
-    tail = f"protocol {entry.client_protocol} / {entry.lab_protocol}, lab level {level}"
-    return ", ".join([*shown, tail])
-
-
-def to_table(found: list[Cell], where: Path) -> str:
-    if not found:
-        return f"no bridges run kept yet in {where} (mcp-lab bridges run keeps each row there)"
-    lines: list[str] = []
-    bridge = None
-    for cell in found:
-        if cell.bridge != bridge:
-            bridge = cell.bridge
-            lines += [*([""] if lines else []), history_cells.cell_text(bridge)]
-        # A bridge that could not be installed has one row, in no direction.
-        direction, scenario = (history_cells.cell_text(v) for v in (cell.direction, cell.scenario))
-        way = "install" if cell.direction == "-" else f"{direction} ({scenario})"
-        lines.append(f"  {way}")
-        told = False  # the cell's first verdict is given in full, later ones as changes
-        for entry, change in zip(cell.entries, cell.changes, strict=True):
-            version = history_cells.cell_text(entry.version)
-            head = f"    {history_cells.when(entry):<19}  {version:<10}  lab {entry.lab_version:<7}"
-            if entry.failed:
-                why = entry.failure or "; ".join(entry.notes) or "not run"
-                shown = untrusted.escape(untrusted.cut(why, _WHY_CHARS))
-                lines.append(f"{head}  {'runner failed' if entry.failure else 'not run'} "
-                             f"({shown})")  # fmt: skip
-            elif change is not None:
-                lines.append(f"{head}  CHANGED {history_cells.note_text(change.text())}")
-            elif not told and entry.not_supported:
-                why = f"{NOT_SUPPORTED}: {entry.not_supported}"
-                lines.append(f"{head}  {history_cells.note_text(why)}")
-            elif not told:
-                lines.append(f"{head}  {history_cells.note_text(_marks_text(entry))}")
-            else:
-                lines.append(f"{head}  (same)")
-            told = told or not entry.failed
-    lines += ["", f"kept in {where}"]
-    return "\n".join(lines)
-
-
-def to_json(found: list[Cell], where: Path | None, limit: int | None = None) -> dict[str, Any]:
-    """Per bridge, its cells with their latest marks, entries and changes."""
-    bridges: dict[str, list[dict[str, Any]]] = {}
-    for cell in found:
-        bridges.setdefault(cell.bridge, []).append(cell.to_json(limit))
-    data: dict[str, Any] = {"database": str(where)} if where is not None else {}
-    data["steps"] = STEPS
-    data["bridges"] = [{"bridge": name, "cells": kept} for name, kept in bridges.items()]
-    return data
-
-
-def matrix(path: Path | None = None) -> dict[str, Any]:
-    """The dashboard's part: every cell's latest marks and its history (the newest
-    :data:`CELL_ENTRIES` entries), without the file's path."""
-    return to_json(cells(read(path)), None, CELL_ENTRIES)
+BRIDGE_HISTORY: HistoryKind[BridgeRow, BridgeEntry, BridgeCell] = HistoryKind(
+    name="bridge",
+    plural="bridges",
+    table="bridge_verdicts",
+    columns=tuple(
+        "recorded lab_version bridge version direction scenario client_protocol lab_protocol "
+        "lab_level steps notes runs failure seconds".split()
+    ),
+    values=_bridge_values,
+    entry=BridgeEntry.from_stored,
+    cell_names=BridgeEntry.cell_names,
+    cell=BridgeCell,
+    change=BridgeChange,
+    heading=BridgeCell.heading,
+    line_head=BridgeEntry.line_head,
+    failed=BridgeEntry.failed_text,
+    summary=BridgeEntry.marks_text,
+    json_head=lambda _: {"steps": STEPS},
+)

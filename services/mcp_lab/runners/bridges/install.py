@@ -9,25 +9,19 @@ proxy is the installed fastmcp, run by this Python.
 from __future__ import annotations
 
 import asyncio
-import os
 from importlib.metadata import version as installed_version
-from pathlib import Path
 
 from mcp_lab.runners.bridges.specs import FASTMCP, LOCAL, NPM, PYPI, BridgeSpec, fastmcp_program
 from mcp_lab.runners.install import (
+    BRIDGES_CACHE,
     LATEST,
     InstallError,
+    cache_dir,
     npm_install,
     pypi_install,
     pypi_latest,
     resolve_version,
 )
-
-
-def cache_dir() -> Path:
-    """Where bridges and their runs' files go (``MCP_LAB_BRIDGES_CACHE`` moves it)."""
-    base = os.environ.get("MCP_LAB_BRIDGES_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / "bridges"
 
 
 def resolve(spec: BridgeSpec, version: str) -> str:
@@ -42,16 +36,17 @@ def resolve(spec: BridgeSpec, version: str) -> str:
     return pypi_latest(spec.package)
 
 
-def _install(spec: BridgeSpec, version: str) -> list[str]:
+def _bridge_program(spec: BridgeSpec, version: str) -> list[str]:
     if spec.source == FASTMCP:
         return fastmcp_program()
     name = spec.install_name or spec.name  # two specs of one package share an install
+    cache = cache_dir(BRIDGES_CACHE)
     if spec.source == NPM:
         assert spec.package is not None
-        return [str(npm_install(name, spec.package, version, spec.binary, cache=cache_dir()))]
+        return [str(npm_install(name, spec.package, version, spec.binary, cache=cache))]
     if spec.source == PYPI:
         assert spec.package is not None
-        return [str(pypi_install(name, spec.package, version, spec.binary, cache=cache_dir()))]
+        return [str(pypi_install(name, spec.package, version, spec.binary, cache=cache))]
     raise InstallError(f"{spec.name}: a {spec.source} bridge is not installed ({LOCAL}: a test's)")
 
 
@@ -60,9 +55,9 @@ def _install(spec: BridgeSpec, version: str) -> list[str]:
 _INSTALLING: dict[tuple[int, str, str], asyncio.Lock] = {}
 
 
-async def install(spec: BridgeSpec, version: str) -> tuple[str, list[str]]:
+async def install_bridge(spec: BridgeSpec, version: str) -> tuple[str, list[str]]:
     """The version that runs and the program (argv prefix) that starts the bridge."""
     resolved = await asyncio.to_thread(resolve, spec, version)
     key = (id(asyncio.get_running_loop()), spec.install_name or spec.name, resolved)
     async with _INSTALLING.setdefault(key, asyncio.Lock()):
-        return resolved, await asyncio.to_thread(_install, spec, resolved)
+        return resolved, await asyncio.to_thread(_bridge_program, spec, resolved)

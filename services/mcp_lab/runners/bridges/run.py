@@ -16,9 +16,9 @@ lab in one direction, a wire tap on each side, the scenario's ideal flow.
 - Each **wait** of a run (the lab's start, the bridge listening, the client's flow)
   that lasts another 15 s is said (:mod:`mcp_lab.runners.bridges.waits`).
 
-Every file of the run stays in its folder in the invocation's folder (:func:`runs_dir`,
-:mod:`mcp_lab.runners.run_folders`): the bridge's output, both wires, the probe's steps, the
-lab's logs and evidence.
+Every file of the run stays in its folder in the invocation's folder
+(:func:`mcp_lab.runners.run_folders.run_dir`): the bridge's output, both wires, the
+probe's steps, the lab's logs and evidence.
 """
 
 from __future__ import annotations
@@ -38,26 +38,27 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_lab import contract
 from mcp_lab.evidence.build import Report
 from mcp_lab.process.embedded_redis import free_port
+from mcp_lab.protocol import Transport
+from mcp_lab.runners.bridges.definition import PATHS
 from mcp_lab.runners.bridges.output import bridge_said
 from mcp_lab.runners.bridges.specs import (
-    HTTP,
-    PATHS,
-    STDIO,
     BridgeSpec,
     Direction,
     Ends,
-    Invocation,
+    Launch,
 )
 from mcp_lab.runners.bridges.waits import Say, Waits
 from mcp_lab.runners.lab import RunLab, running_lab
 from mcp_lab.runners.lab_side import TAP, stdio_server
 from mcp_lab.runners.probe import Probe
 from mcp_lab.runners.program import Process, base_env
+from mcp_lab.runners.progress import quiet
+from mcp_lab.runners.run_folders import run_dir
 from mcp_lab.runners.wire import WireMessage, WireTap, from_jsonl, to_jsonl
 from mcp_lab.scenarios.scenario import Scenario
 
 # How long the probe waits for each notification (and a list_changed).
-DEFAULT_TIMEOUT = 8.0
+NOTIFY_TIMEOUT = 8.0
 _LISTEN_SECONDS = 30.0  # a bridge serving HTTP or SSE listens on its port within this
 _POLL_SECONDS = 0.05
 _SLACK_SECONDS = 30.0  # the whole flow may take this long beyond its notifications
@@ -70,17 +71,23 @@ _TRACEBACK_LINES = 60  # where its exception is looked for after the fault's lin
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class BridgePlan:
     """One run: the scenario, the direction, and whether it is the resumption run."""
 
     scenario: Scenario
     direction: Direction
     resume: bool = False
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = NOTIFY_TIMEOUT
 
     @property
     def label(self) -> str:
         return f"{self.scenario.name}-resume" if self.resume else self.scenario.name
+
+    @property
+    def folder_parts(self) -> tuple[str, ...]:
+        """Where in its bridge version's folder the run keeps its files
+        (:func:`mcp_lab.runners.run_folders.run_dir`): direction, scenario (-resume)."""
+        return (self.direction.name.replace("->", "-to-"), self.label)
 
 
 @dataclass(frozen=True)
@@ -106,10 +113,10 @@ class Cut:
 
 
 @dataclass
-class Outcome:
+class BridgeOutcome:
     """What one run produced, before it becomes (part of) a row."""
 
-    plan: RunPlan
+    plan: BridgePlan
     started_ms: int
     steps: list[ProbeStep] = field(default_factory=list)
     exit_code: int | None = None
@@ -129,13 +136,6 @@ class Outcome:
         return [s for s in self.steps if s.step == name]
 
 
-def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
-    """Where the run of ``name@version`` with ``plan`` keeps its files, in ``runs`` (its
-    invocation's folder, :mod:`mcp_lab.runners.run_folders`)."""
-    way = plan.direction.name.replace("->", "-to-")
-    return runs / f"{name}-{version}" / way / plan.label
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -146,10 +146,6 @@ def _fresh(folder: Path) -> Path:
             old.rmdir() if old.is_dir() else old.unlink()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 async def _listening(bridge: Process, port: int) -> None:
@@ -208,13 +204,13 @@ def _read_wire(path: Path) -> list[WireMessage]:
     return from_jsonl(path.read_text())
 
 
-async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
-                   root: Path, runs: Path, say: Say = _quiet) -> Outcome:  # fmt: skip
+async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: BridgePlan,
+                   root: Path, runs: Path, say: Say = quiet) -> BridgeOutcome:  # fmt: skip
     """One run (see the module docstring); ``root``: a temporary folder for the lab;
     ``runs``: the invocation's folder, where the run keeps its files; ``say``: a line
     each time one of its waits has lasted another 15 s."""
-    folder = _fresh(runs_dir(runs, spec.name, version, plan))
-    outcome = Outcome(plan, _now_ms(), folder=folder)
+    folder = _fresh(run_dir(runs, spec.name, version, plan.folder_parts))
+    outcome = BridgeOutcome(plan, _now_ms(), folder=folder)
     (root / "home").mkdir()
     (root / "work").mkdir()
     assert spec.launch is not None
@@ -224,8 +220,8 @@ async def run_once(spec: BridgeSpec, version: str, program: list[str], plan: Run
     return outcome
 
 
-async def _lab_run(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
-                   outcome: Outcome, root: Path, waits: Waits) -> None:  # fmt: skip
+async def _lab_run(spec: BridgeSpec, version: str, program: list[str], plan: BridgePlan,
+                   outcome: BridgeOutcome, root: Path, waits: Waits) -> None:  # fmt: skip
     home, work = root / "home", root / "work"
     try:
         async with running_lab(root, scenario=plan.scenario) as lab:
@@ -245,8 +241,8 @@ async def _lab_run(spec: BridgeSpec, version: str, program: list[str], plan: Run
         outcome.failure = f"{type(exc).__name__}: {exc}"
 
 
-async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: RunPlan,
-                   lab: RunLab, outcome: Outcome, home: Path, work: Path,
+async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: BridgePlan,
+                   lab: RunLab, outcome: BridgeOutcome, home: Path, work: Path,
                    waits: Waits) -> None:  # fmt: skip
     assert spec.launch is not None and outcome.folder is not None
     folder, d = outcome.folder, plan.direction
@@ -255,26 +251,26 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
         lab_tap: WireTap | None = None
         lab_url: str | None = None
         lab_command: list[str] | None = None
-        if d.lab == STDIO:
+        if d.lab == Transport.STDIO:
             lab_command = stdio_server(lab, folder, log=False)
         else:
             lab_tap = WireTap(lab.base_url)
             lab_url = await stack.enter_async_context(lab_tap.serve()) + PATHS[d.lab]
-        port = free_port() if d.client != STDIO else None
+        port = free_port() if d.client != Transport.STDIO else None
         ends = Ends(program, d, lab_url, lab_command, port, folder, home, version)
         invocation = spec.launch(ends)
         (folder / "bridge.argv").write_text(json.dumps(invocation.argv) + "\n")
         client_tap: WireTap | None = None
         probe_kwargs: dict[str, Any] = {}
         errlog: TextIO | None = None
-        if d.client == STDIO:
+        if d.client == Transport.STDIO:
             errlog = stack.enter_context((folder / "bridge.log").open("w"))
             wire = ["--out", str(folder / "wire-client.jsonl")]
             params = StdioServerParameters(
                 command=TAP[0], args=[*TAP[1:], *wire, "--", *invocation.argv], env=env,
                 cwd=str(work),
             )  # fmt: skip
-            probe_kwargs = {"transport": "stdio", "stdio": params, "errlog": errlog}
+            probe_kwargs = {"transport": d.client.short, "stdio": params, "errlog": errlog}
             url = ""
         else:
             assert port is not None
@@ -289,7 +285,7 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
                 await bridge.wait_for(invocation.ready, _LISTEN_SECONDS)
             client_tap = WireTap(f"http://127.0.0.1:{port}")
             url = await stack.enter_async_context(client_tap.serve()) + _path(invocation)
-            probe_kwargs = {"transport": "sse" if d.client != HTTP else "http"}
+            probe_kwargs = {"transport": d.client.short}
         bound = flow_bound(plan)
         cutter: asyncio.Task[None] | None = None
         if plan.resume and lab_tap is not None:
@@ -334,7 +330,7 @@ async def _bridged(spec: BridgeSpec, version: str, program: list[str], plan: Run
         outcome.bridge_output = (folder / "bridge.log").read_text().splitlines()
 
 
-def flow_bound(plan: RunPlan) -> float:
+def flow_bound(plan: BridgePlan) -> float:
     """How long the reference client's whole flow takes on an idle machine at most, its
     connection to a slow bridge included: each notification's wait, and
     :data:`_SLACK_SECONDS` beyond. The flow fails once it goes that long without a step
@@ -366,17 +362,17 @@ def lab_faults(lines: list[str]) -> list[str]:
     return faults
 
 
-def _path(invocation: Invocation) -> str:
+def _path(invocation: Launch) -> str:
     assert invocation.client_path is not None
     return invocation.client_path
 
 
-async def _stopped(bridge: Process, outcome: Outcome) -> None:
+async def _stopped(bridge: Process, outcome: BridgeOutcome) -> None:
     await bridge.stop()
     outcome.bridge_output = bridge.lines
 
 
-def _keep(lab: RunLab, outcome: Outcome) -> None:
+def _keep(lab: RunLab, outcome: BridgeOutcome) -> None:
     """The run's files, beside what the taps wrote as they went."""
     folder = outcome.folder
     assert folder is not None
@@ -387,10 +383,10 @@ def _keep(lab: RunLab, outcome: Outcome) -> None:
     steps = [json.dumps({"step": s.step, "at_ms": s.at_ms, **s.fields}, default=str)
              for s in outcome.steps]  # fmt: skip
     (folder / "probe.jsonl").write_text("".join(f"{line}\n" for line in steps))
-    if outcome.plan.direction.client != STDIO:
+    if outcome.plan.direction.client != Transport.STDIO:
         (folder / "bridge.log").write_text("\n".join(outcome.bridge_output) + "\n")
         (folder / "wire-client.jsonl").write_text(to_jsonl(outcome.client_wire))
-    if outcome.plan.direction.lab != STDIO:
+    if outcome.plan.direction.lab != Transport.STDIO:
         (folder / "wire-lab.jsonl").write_text(to_jsonl(outcome.lab_wire))
     if outcome.cut is not None:
         (folder / "cut.json").write_text(json.dumps(asdict(outcome.cut)) + "\n")

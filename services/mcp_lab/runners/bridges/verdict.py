@@ -30,9 +30,10 @@ from typing import Any
 
 from mcp_lab import protocol
 from mcp_lab.contract import Event
+from mcp_lab.protocol import Transport
 from mcp_lab.runners.bridges.output import bridge_said
-from mcp_lab.runners.bridges.run import Outcome, ProbeStep
-from mcp_lab.runners.bridges.specs import HTTP, BridgeSpec
+from mcp_lab.runners.bridges.run import BridgeOutcome, ProbeStep
+from mcp_lab.runners.bridges.specs import BridgeSpec
 from mcp_lab.runners.wire import CLIENT, LAB, WireMessage
 from mcp_lab.scenarios.scenario import ADD, UPDATE, Scenario
 
@@ -40,7 +41,7 @@ PASSED, DROPPED, NOT_REACHED, REWRITTEN, NOT_SUPPORTED, NOT_APPLICABLE = (
     "passed", "dropped", "not reached", "rewritten", "not supported", "-",
 )  # fmt: skip
 MARKS = (PASSED, DROPPED, NOT_REACHED, REWRITTEN, NOT_SUPPORTED, NOT_APPLICABLE)
-UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
+UPDATED = protocol.UPDATED
 # The steps of a row, in order, with their column titles.
 STEPS: dict[str, str] = {
     "initialize": "initialize",
@@ -67,7 +68,7 @@ _FAILED_AT = {
 
 
 @dataclass
-class Cell:
+class StepCell:
     """One step's mark, what it rests on, and (a notification) how late it came."""
 
     mark: str
@@ -85,14 +86,14 @@ class Cell:
 
 
 @dataclass
-class Row:
+class BridgeRow:
     """One bridge in one direction and scenario (``-`` where it could not run)."""
 
     bridge: str
     version: str
     direction: str
     scenario: str
-    steps: dict[str, Cell] = field(default_factory=dict)
+    steps: dict[str, StepCell] = field(default_factory=dict)
     client_protocol: str = "-"
     lab_protocol: str = "-"
     lab_level: int | None = None  # the lab's score of the bridge's best session
@@ -103,7 +104,7 @@ class Row:
     failure: str | None = None  # why the runner could not make the run
     seconds: float = 0.0
 
-    def fail(self, why: str) -> Row:
+    def fail(self, why: str) -> BridgeRow:
         self.failure = why
         self.notes.insert(0, f"runner failed: {why}")
         return self
@@ -125,7 +126,7 @@ class Row:
 class _Sides:
     """One run's evidence, read once."""
 
-    outcome: Outcome
+    outcome: BridgeOutcome
     scenario: Scenario
     uri: str
 
@@ -177,24 +178,24 @@ def _updates(scenario: Scenario, uri: str) -> int:
     return sum(1 for a in scenario.timeline if a.kind == UPDATE and a.uri in (None, uri))
 
 
-def _request(sides: _Sides, key: str, client_ok: bool, lab_ok: bool, reached: bool) -> Cell:
+def _request(sides: _Sides, key: str, client_ok: bool, lab_ok: bool, reached: bool) -> StepCell:
     if client_ok and lab_ok:
-        return Cell(PASSED)
+        return StepCell(PASSED)
     if client_ok:
-        return Cell(DROPPED, "answered by the bridge itself; it never reached the lab")
+        return StepCell(DROPPED, "answered by the bridge itself; it never reached the lab")
     if not reached and sides.failed_at != key:
-        return Cell(NOT_REACHED, f"the flow stopped before it ({sides.failed_at} failed)")
+        return StepCell(NOT_REACHED, f"the flow stopped before it ({sides.failed_at} failed)")
     said = sides.said() or "no answer"
     if lab_ok:
-        return Cell(DROPPED, f"reached the lab; its answer never reached the client ({said})")
-    return Cell(DROPPED, f"never reached the lab; the client got: {said}")
+        return StepCell(DROPPED, f"reached the lab; its answer never reached the client ({said})")
+    return StepCell(DROPPED, f"never reached the lab; the client got: {said}")
 
 
 def _norm(capability: dict[str, Any] | None) -> dict[str, Any]:
     return {k.replace("_", "").lower(): v for k, v in (capability or {}).items() if v}
 
 
-def _initialize(sides: _Sides) -> Cell:
+def _initialize(sides: _Sides) -> StepCell:
     seen = sides.steps("capabilities")
     connected = sides.lab_in(protocol.INITIALIZE) or sides.lab_in(protocol.DISCOVER)
     cell = _request(sides, "initialize", bool(seen), bool(connected), True)
@@ -205,42 +206,43 @@ def _initialize(sides: _Sides) -> Cell:
     )
     client = seen[0].fields.get("resources")
     if advertised is not None and _norm(advertised) != _norm(client):
-        return Cell(
+        return StepCell(
             REWRITTEN, f"resources capability {advertised} at the lab, {client} at the client"
         )
-    return Cell(PASSED, f"resources capability {client} as the lab advertised")
+    return StepCell(PASSED, f"resources capability {client} as the lab advertised")
 
 
-def _notified(sides: _Sides, expected: int, subscribed: bool) -> Cell:
+def _notified(sides: _Sides, expected: int, subscribed: bool) -> StepCell:
     if expected == 0:
-        return Cell(NOT_APPLICABLE)
+        return StepCell(NOT_APPLICABLE)
     sent = sides.lab_out(UPDATED, sides.uri)
     delivered = [e for e in sent if e.delivered]
     got = sides.steps("notification_received")
     count = f"{min(len(got), expected)}/{expected}"
     if not subscribed and not got:
-        return Cell(NOT_REACHED, "no subscribe reached the lab", count)
+        return StepCell(NOT_REACHED, "no subscribe reached the lab", count)
     late = [g.at_ms - e.ts_ms for g, e in zip(got, delivered, strict=False)]
     if len(got) >= expected:
-        return Cell(PASSED, f"after the lab sent it: {late} ms", count, late[0] if late else None)
+        first = late[0] if late else None
+        return StepCell(PASSED, f"after the lab sent it: {late} ms", count, first)
     if len(delivered) > len(got):
         lost = len(delivered) - len(got)
-        return Cell(
+        return StepCell(
             DROPPED,
             f"the lab delivered {len(delivered)} to the bridge on an open stream; "
             f"{lost} never reached the client",
             count,
         )
     if len(sent) > len(delivered):
-        return Cell(
+        return StepCell(
             DROPPED,
             f"the lab sent {len(sent)}, {len(sent) - len(delivered)} to no open stream: the "
             "bridge kept no GET stream open to the lab",
             count,
         )
     if not sent and (gone := _sessionless(sides)):
-        return Cell(DROPPED, f"the lab sent none: {gone}", count)
-    return Cell(NOT_REACHED, f"the lab sent {len(sent)} (its update did not come)", count)
+        return StepCell(DROPPED, f"the lab sent none: {gone}", count)
+    return StepCell(NOT_REACHED, f"the lab sent {len(sent)} (its update did not come)", count)
 
 
 def _sessionless(sides: _Sides) -> str | None:
@@ -256,27 +258,27 @@ def _sessionless(sides: _Sides) -> str | None:
     )
 
 
-def _re_read(sides: _Sides, expected: int) -> Cell:
+def _re_read(sides: _Sides, expected: int) -> StepCell:
     if expected == 0:
-        return Cell(NOT_APPLICABLE)
+        return StepCell(NOT_APPLICABLE)
     got = len(sides.steps("notification_received"))
     client = [s for s in sides.steps("final_content") if s.fields.get("changed")]
     lab = [e for e in sides.lab_in(protocol.READ, sides.uri) if (e.version or 0) >= 2]
     count = f"{min(len(client), expected)}/{expected}"
     if got == 0:
-        return Cell(NOT_REACHED, "no notification reached the client", count)
+        return StepCell(NOT_REACHED, "no notification reached the client", count)
     if len(client) >= got and len(lab) >= got:
-        return Cell(PASSED, "", count)
+        return StepCell(PASSED, "", count)
     if len(lab) > len(client):
-        return Cell(DROPPED, "the lab answered version 2+; the client did not get it", count)
-    return Cell(DROPPED, f"the client read {len(client)}, the lab saw {len(lab)}", count)
+        return StepCell(DROPPED, "the lab answered version 2+; the client did not get it", count)
+    return StepCell(DROPPED, f"the client read {len(client)}, the lab saw {len(lab)}", count)
 
 
-def _list_changed(sides: _Sides, subscribed_client: bool) -> Cell:
+def _list_changed(sides: _Sides, subscribed_client: bool) -> StepCell:
     added = [a.uri for a in sides.scenario.timeline if a.kind == ADD]
     if not added:
-        return Cell(NOT_APPLICABLE)
-    sent = sides.lab_out(LIST_CHANGED)
+        return StepCell(NOT_APPLICABLE)
+    sent = sides.lab_out(protocol.LIST_CHANGED)
     delivered = [e for e in sent if e.delivered]
     got = sides.steps("list_changed")
     if got:
@@ -284,33 +286,34 @@ def _list_changed(sides: _Sides, subscribed_client: bool) -> Cell:
         read_new = sides.lab_in(protocol.READ, added[0])
         if new and read_new:
             late = got[0].at_ms - delivered[0].ts_ms if delivered else None
-            return Cell(PASSED, f"listed again and read {added[0]}", late_ms=late)
-        return Cell(DROPPED, f"heard list_changed, but {added[0]}: {sides.said() or 'not read'}")
+            return StepCell(PASSED, f"listed again and read {added[0]}", late_ms=late)
+        said = sides.said() or "not read"
+        return StepCell(DROPPED, f"heard list_changed, but {added[0]}: {said}")
     if not subscribed_client:
-        return Cell(NOT_REACHED, "the flow stopped before it")
+        return StepCell(NOT_REACHED, "the flow stopped before it")
     if delivered:
-        return Cell(DROPPED, "the lab delivered it to the bridge; it never reached the client")
+        return StepCell(DROPPED, "the lab delivered it to the bridge; it never reached the client")
     if sent:
-        return Cell(DROPPED, "the lab sent it to no open stream (no GET stream to the lab)")
+        return StepCell(DROPPED, "the lab sent it to no open stream (no GET stream to the lab)")
     if gone := _sessionless(sides):
-        return Cell(DROPPED, f"the lab sent none: {gone}")
-    return Cell(NOT_REACHED, "the lab sent none")
+        return StepCell(DROPPED, f"the lab sent none: {gone}")
+    return StepCell(NOT_REACHED, "the lab sent none")
 
 
-def _resume(outcome: Outcome | None, lab_side: str, notified: Cell) -> Cell:
-    if lab_side != HTTP:
-        return Cell(NOT_APPLICABLE, "the lab side has no Last-Event-ID (stdio, SSE)")
+def _resume(outcome: BridgeOutcome | None, lab_side: Transport, notified: StepCell) -> StepCell:
+    if lab_side != Transport.STREAMABLE_HTTP:
+        return StepCell(NOT_APPLICABLE, "the lab side has no Last-Event-ID (stdio, SSE)")
     if outcome is None:
-        return Cell(NOT_APPLICABLE, "not run")
+        return StepCell(NOT_APPLICABLE, "not run")
     if notified.mark != PASSED:
-        return Cell(NOT_REACHED, "no notification passes this bridge without a cut either")
+        return StepCell(NOT_REACHED, "no notification passes this bridge without a cut either")
     if outcome.failure:
-        return Cell(NOT_APPLICABLE, f"the resumption run failed: {outcome.failure}")
+        return StepCell(NOT_APPLICABLE, f"the resumption run failed: {outcome.failure}")
     cut = outcome.cut
     if cut is None or cut.at_ms is None:
         return _not_cut(outcome)
     if cut.streams == 0:
-        return Cell(NOT_REACHED, "the bridge had no GET stream open to the lab to cut")
+        return StepCell(NOT_REACHED, "the bridge had no GET stream open to the lab to cut")
     cut_at = cut.at_ms
     gets = [
         m
@@ -325,18 +328,20 @@ def _resume(outcome: Outcome | None, lab_side: str, notified: Cell) -> Cell:
         how = "with Last-Event-ID: the update sent meanwhile was replayed" if with_id else (
             "without Last-Event-ID, and the update still came"
         )  # fmt: skip
-        return Cell(PASSED, f"reconnected {how}", late_ms=got[0].at_ms - (cut.sent_ms or cut_at))
+        late = got[0].at_ms - (cut.sent_ms or cut_at)
+        return StepCell(PASSED, f"reconnected {how}", late_ms=late)
     if with_id and replayed:
-        return Cell(DROPPED, "resumed with Last-Event-ID and the lab replayed the update; it "
+        return StepCell(DROPPED, "resumed with Last-Event-ID and the lab replayed the update; it "
                              "never reached the client")  # fmt: skip
     if with_id:
-        return Cell(DROPPED, "reconnected with Last-Event-ID; the lab replayed nothing")
+        return StepCell(DROPPED, "reconnected with Last-Event-ID; the lab replayed nothing")
     if gets:
-        return Cell(DROPPED, "reconnected without Last-Event-ID: the update sent meanwhile is lost")
-    return Cell(DROPPED, "never reconnected its GET stream after the cut")
+        lost = "reconnected without Last-Event-ID: the update sent meanwhile is lost"
+        return StepCell(DROPPED, lost)
+    return StepCell(DROPPED, "never reconnected its GET stream after the cut")
 
 
-def _not_cut(outcome: Outcome) -> Cell:
+def _not_cut(outcome: BridgeOutcome) -> StepCell:
     """The resumption run that never cut: the lab saw no subscribe, or saw it only after
     the runner stopped waiting for it (a bridge slower than the wait)."""
     subscribes = [
@@ -345,17 +350,17 @@ def _not_cut(outcome: Outcome) -> Cell:
         if e.direction == "in" and e.method == protocol.SUBSCRIBE and e.error is None
     ]
     if not subscribes:
-        return Cell(NOT_REACHED, "the subscribe never reached the lab")
+        return StepCell(NOT_REACHED, "the subscribe never reached the lab")
     waited = outcome.cut.waited_s if outcome.cut is not None else None
     after = f" ({waited:.0f} s)" if waited is not None else ""
-    return Cell(
+    return StepCell(
         NOT_APPLICABLE,
         f"not judged: the subscribe reached the lab after the runner stopped waiting for "
         f"it{after}, so nothing was cut",
     )
 
 
-def _protocols(sides: _Sides, row: Row) -> None:
+def _protocols(sides: _Sides, row: BridgeRow) -> None:
     seen = sides.steps("capabilities")
     if seen:
         row.client_protocol = str(seen[0].fields.get("protocol") or "-")
@@ -368,7 +373,7 @@ def _protocols(sides: _Sides, row: Row) -> None:
     row.lab_sessions = len({e.session for e in sessions})
 
 
-def _wires(sides: _Sides, row: Row) -> None:
+def _wires(sides: _Sides, row: BridgeRow) -> None:
     """Where a wire disagrees with what the client or the lab said, a note."""
     outcome = sides.outcome
     if not outcome.client_wire:
@@ -398,10 +403,12 @@ def _wires(sides: _Sides, row: Row) -> None:
         row.notes.append(f"on the client-side wire only (never on the lab's): {', '.join(lost)}")
 
 
-def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None = None) -> Row:
+def bridge_row(
+    bridge: str, version: str, outcome: BridgeOutcome, resume: BridgeOutcome | None = None
+) -> BridgeRow:
     """The row of one run (and, in ``single``, its resumption run)."""
     plan = outcome.plan
-    row = Row(bridge, version, plan.direction.name, plan.scenario.name)
+    row = BridgeRow(bridge, version, plan.direction.name, plan.scenario.name)
     row.runs[plan.label] = str(outcome.folder)
     if resume is not None:
         row.runs[resume.plan.label] = str(resume.folder)
@@ -435,7 +442,7 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     steps["list_changed"] = _list_changed(sides, subscribed_client)
     steps["resume"] = (
         _resume(resume, plan.direction.lab, steps["notified"]) if plan.scenario.name == "single"
-        else Cell(NOT_APPLICABLE, "run in single only")
+        else StepCell(NOT_APPLICABLE, "run in single only")
     )  # fmt: skip
     _protocols(sides, row)
     levels = [c.level for c in outcome.report.clients] if outcome.report else []
@@ -465,17 +472,18 @@ def to_row(bridge: str, version: str, outcome: Outcome, resume: Outcome | None =
     return row
 
 
-def not_supported(spec: BridgeSpec, version: str, way: str, scenario: str, why: str) -> Row:
+def not_supported(spec: BridgeSpec, version: str, way: str, scenario: str, why: str) -> BridgeRow:
     """The row of a direction that ``version`` of the bridge cannot run: every step
     ``not supported``, and why."""
-    row = Row(spec.name, version, way, scenario)
-    row.steps = {key: Cell(NOT_SUPPORTED, why) for key in STEPS}
+    row = BridgeRow(spec.name, version, way, scenario)
+    row.steps = {key: StepCell(NOT_SUPPORTED, why) for key in STEPS}
     row.notes = [f"not supported: {why}"]
     return row
 
 
-def with_caveat(spec: BridgeSpec, row: Row) -> Row:
+def with_caveat(spec: BridgeSpec, row: BridgeRow) -> BridgeRow:
     """``row`` with what every row of ``spec`` should say first (its set-up)."""
     if spec.caveat and not row.not_supported:
         row.notes.insert(0, spec.caveat)
     return row
+

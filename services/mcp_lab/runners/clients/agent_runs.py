@@ -21,8 +21,8 @@ from mcp_lab.runners.clients.model import SCORED, ScriptedModel
 from mcp_lab.runners.clients.runs import (
     HOLD_SECONDS,
     TOOL,
-    Outcome,
-    RunPlan,
+    ClientOutcome,
+    ClientPlan,
     Updates,
     keep_logs,
     make_dirs,
@@ -53,14 +53,14 @@ async def run_agent(
     spec: ClientDef,
     installed: Installed,
     root: Path,
-    plan: RunPlan,
+    plan: ClientPlan,
     folder: Path,
     clock: Clock | None = None,
-) -> Outcome:
+) -> ClientOutcome:
     """One run of an agent CLI (see the module docstring); its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = make_dirs(root)
-    outcome = Outcome(plan, now_ms())
+    outcome = ClientOutcome(plan, now_ms())
     hold = HOLD_SECONDS if plan.script == SCORED else None
     async with (
         running_lab(root, plan.setup == TOOL, hold, plan.scenario, serves_http(plan)) as lab,
@@ -98,7 +98,7 @@ async def _agent_turns(
     installed: Installed,
     dirs: drivers.RunDirs,
     model: ScriptedModel,
-    outcome: Outcome,
+    outcome: ClientOutcome,
 ) -> None:
     """The CLI's first turn, and in a scored run one continued turn of its session."""
     assert installed.driver is not None
@@ -128,17 +128,17 @@ async def run_interactive(
     spec: ClientDef,
     installed: Installed,
     root: Path,
-    plan: RunPlan,
+    plan: ClientPlan,
     interactive: Callable[[str, drivers.RunDirs], drivers.Invocation],
     folder: Path,
     clock: Clock | None = None,
-) -> Outcome:
+) -> ClientOutcome:
     """A scored run in the CLI's interactive UI, under a pseudo-terminal: the resource
     is attached by typing its mention (``@lab:URI``) into the prompt box, as a person
     would; then one more message in the same session, and the CLI is left (Ctrl-D).
     Its files are kept in ``folder``."""
     home, workdir = make_dirs(root)
-    outcome = Outcome(plan, now_ms())
+    outcome = ClientOutcome(plan, now_ms())
     async with (
         running_lab(
             root, plan.setup == TOOL, HOLD_SECONDS, plan.scenario, serves_http(plan)
@@ -179,7 +179,7 @@ async def run_interactive(
 
 
 async def _converse(
-    term: Terminal, side: LabSide, model: ScriptedModel, plan: RunPlan, outcome: Outcome
+    term: Terminal, side: LabSide, model: ScriptedModel, plan: ClientPlan, outcome: ClientOutcome
 ) -> None:
     """Type the scenario's prompt (its ``@lab:URI`` mention a key at a time, until the
     UI offers the resource), then a second message; each turn ends when the model has

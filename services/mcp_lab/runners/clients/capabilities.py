@@ -37,11 +37,16 @@ from urllib.parse import quote
 
 from mcp_lab.runners.clients import history
 from mcp_lab.runners.clients.definition import ANY_CLIENT, HTTP, NPM, PYPI, ClientDef
-from mcp_lab.runners.clients.install import cache_dir
 from mcp_lab.runners.clients.pins import CLIENTS
 from mcp_lab.runners.history_cells import cell_text
 from mcp_lab.runners.history_store import history_path
-from mcp_lab.runners.install import InstallError, checked, resolve_version
+from mcp_lab.runners.install import (
+    CLIENTS_CACHE,
+    InstallError,
+    cache_dir,
+    checked,
+    resolve_version,
+)
 from mcp_lab.runners.versions import version_key
 
 PACKAGE = "mcp-client-capabilities"
@@ -53,7 +58,7 @@ _TYPES = Path("dist") / "types.d.ts"
 _RECORD = "McpClientRecord"
 _COMPARED = ("resources", "subscribe", "listChanged")
 SINGLE = "single"
-LIST_CHANGED = "list-changed"
+_LIST_CHANGED_SCENARIO = "list-changed"
 
 
 class DatabaseError(ValueError):
@@ -72,7 +77,7 @@ def install(version: str = PIN) -> Path:
     """The package at ``version`` (``latest``: npm's newest now), installed once into
     ``<clients cache>/mcp-client-capabilities-<version>``; InstallError if it cannot be."""
     version = resolve_version(PACKAGE, version)
-    prefix = cache_dir() / f"{PACKAGE}-{version}"
+    prefix = cache_dir(CLIENTS_CACHE) / f"{PACKAGE}-{version}"
     root = prefix / "node_modules" / PACKAGE
     if (prefix / ".mcp-lab-installed").exists():
         return root
@@ -200,7 +205,7 @@ class Observed:
     (None: the list-changed scenario did not show it)."""
 
     spec: ClientDef | None
-    entry: history.Entry | None
+    entry: history.ClientEntry | None
     list_changed: bool | None
 
     @property
@@ -221,7 +226,7 @@ class Observed:
 
 
 def observed(
-    entries: list[history.Entry], clients: dict[str, ClientDef] | None = None
+    entries: list[history.ClientEntry], clients: dict[str, ClientDef] | None = None
 ) -> dict[str, Observed]:
     """Per client run, its row: the newest version's, in scenario single over http
     where it has such rows, the setup with the best level (then the newest).
@@ -243,9 +248,9 @@ def observed(
     return found
 
 
-def _relisted(entries: list[history.Entry], version: str) -> bool | None:
+def _relisted(entries: list[history.ClientEntry], version: str) -> bool | None:
     """The newest list-changed row's answer (of ``version`` if it has one)."""
-    runs = [e for e in entries if e.scenario == LIST_CHANGED]
+    runs = [e for e in entries if e.scenario == _LIST_CHANGED_SCENARIO]
     runs.sort(key=lambda e: (e.version == version, version_key(e.version), e.recorded))
     for entry in reversed(runs):
         for check in entry.checks:
@@ -254,7 +259,7 @@ def _relisted(entries: list[history.Entry], version: str) -> bool | None:
     return None
 
 
-def _evidence(entry: history.Entry) -> dict[str, Any]:
+def _evidence(entry: history.ClientEntry) -> dict[str, Any]:
     """Where the row came from: run, date, lab version, its folders."""
     keys = ("client", "version", "scenario", "setup", "transport", "level", "recorded",
             "lab_version", "source", "runs")  # fmt: skip
@@ -302,7 +307,7 @@ def export(found: dict[str, Observed], db: Database) -> tuple[dict[str, Any], li
     the clients left out or sharing a clientInfo name. Of clients that send one name,
     the entry is the best level's; the others are listed under ``same_client_info``."""
     notes: list[str] = []
-    named: dict[str, list[tuple[history.Entry, Observed]]] = {}
+    named: dict[str, list[tuple[history.ClientEntry, Observed]]] = {}
     for client, seen in found.items():
         if seen.entry is None:
             notes.append(f"left out {client}: no verdict, only runner failures")
@@ -429,7 +434,7 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
 def _read(args: argparse.Namespace) -> tuple[Database, dict[str, Observed]] | None:
     """The database and the observed rows; None after saying why not (on stderr)."""
     where = history_path()
-    found = observed(history.read(where))
+    found = observed(history.CLIENT_HISTORY.read(where))
     if not found:
         print(
             f"mcp-lab: no clients run kept yet in {where} (mcp-lab clients run keeps each "

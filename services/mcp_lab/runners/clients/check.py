@@ -22,14 +22,14 @@ from xml.etree import ElementTree as ET
 from mcp_lab.runners import run_folders
 from mcp_lab.runners.clients import runner
 from mcp_lab.runners.clients.definition import ClientDef
-from mcp_lab.runners.clients.install import cache_dir
-from mcp_lab.runners.clients.matrix import CHECKLIST, Row, level_name
+from mcp_lab.runners.clients.matrix import CHECKLIST, ClientRow, level_name
+from mcp_lab.runners.install import CLIENTS_CACHE, cache_dir
 from mcp_lab.scenarios.scenario import Scenario
 from mcp_lab.untrusted import escape_controls
 
-PASSED, BELOW, ERROR = 0, 1, 2  # the exit codes
+EXIT_PASSED, EXIT_BELOW, EXIT_ERROR = 0, 1, 2  # the exit codes
 DEFAULT_EXPECT = 6
-DEFAULT_TIMEOUT = 120.0
+CHECK_TIMEOUT = 120.0
 # The level each checklist item gives (reflected: 7, only for a client with a model).
 _ITEM_LEVELS = {box: level for level, box in enumerate(CHECKLIST, start=1) if level <= 7}
 _REACHED = frozenset({"yes", "push", "notice"})
@@ -43,7 +43,7 @@ class CheckError(RuntimeError):
 class Verdict:
     """One scenario's row, held against the expected level."""
 
-    row: Row
+    row: ClientRow
     expect: int
 
     @property
@@ -83,7 +83,7 @@ async def check(
     *,
     transport: str,
     expect: int = DEFAULT_EXPECT,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float = CHECK_TIMEOUT,
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[Verdict]:
     """``client`` against a fresh lab in each of ``scenarios`` over ``transport``; its
@@ -92,7 +92,7 @@ async def check(
     if transport not in client.transports:
         raise CheckError(f"{client.name} does not speak {transport} "
                          f"(its file says: {', '.join(client.transports)})")  # fmt: skip
-    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir(CLIENTS_CACHE))) as runs:
         rows = await runner.run_client(
             client,
             client.version,
@@ -117,7 +117,7 @@ def _start_error(why: str) -> bool:
 
 
 def exit_code(verdicts: list[Verdict]) -> int:
-    return PASSED if verdicts and all(v.passed for v in verdicts) else BELOW
+    return EXIT_PASSED if verdicts and all(v.passed for v in verdicts) else EXIT_BELOW
 
 
 def to_table(verdicts: list[Verdict]) -> str:
@@ -145,11 +145,12 @@ def to_table(verdicts: list[Verdict]) -> str:
 
 
 def to_json(verdicts: list[Verdict]) -> str:
-    data = {"passed": exit_code(verdicts) == PASSED, "verdicts": [v.to_json() for v in verdicts]}
+    passed = exit_code(verdicts) == EXIT_PASSED
+    data = {"passed": passed, "verdicts": [v.to_json() for v in verdicts]}
     return json.dumps(data, indent=2)
 
 
-def _notes(row: Row) -> str:
+def _notes(row: ClientRow) -> str:
     """The row's notes for XML: a control character a client chose is not valid there."""
     return "\n".join(escape_controls(note) for note in row.notes)
 

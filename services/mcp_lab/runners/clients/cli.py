@@ -10,11 +10,11 @@ from pathlib import Path
 
 from mcp_lab.runners import commands
 from mcp_lab.runners.clients.definition import KINDS, TRANSPORTS, DefinitionError
-from mcp_lab.runners.clients.pins import CLIENTS, known, with_files
+from mcp_lab.runners.clients.pins import CLIENTS, clients_with_files, known
 from mcp_lab.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_clients_parser(sub: argparse._SubParsersAction) -> None:
     """Add ``clients`` to ``mcp-lab``'s subcommands."""
     clients = sub.add_parser(
         "clients", help="run real agent CLIs against a fresh lab, offline, and print the matrix"
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     listing.add_argument("--json", action="store_true", help="the same as --format json")
     listing.add_argument("--kind", choices=list(KINDS), default=None, help="this kind only")
-    listing.set_defaults(func=_cmd_list)
+    listing.set_defaults(func=_list_clients)
 
     run = actions.add_parser("run", help="run clients (default: all) and print the matrix")
     run.add_argument(
@@ -90,12 +90,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ask for it (single), else off",
     )
     run.add_argument(
-        "--format",
-        choices=["table", "markdown", "json"],
-        default="table",
-        help="table: the matrix (default); markdown: as in docs/clients.md; json: every row",
-    )
-    run.add_argument(
         "--timeout", type=float, default=180.0, help="seconds each client may run (default 180)"
     )
     run.add_argument(
@@ -106,13 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how long the scored run watches, after the scenario's updates, for the client "
         "to bring them to its model unasked (default 6)",
     )
-    run.add_argument(
-        "--jobs", type=int, default=3, metavar="N", help="rows run side by side (default 3)"
-    )
-    run.add_argument(
-        "--quiet", action="store_true", help="no progress lines on stderr, only the matrix"
-    )
-    run.set_defaults(func=_cmd_run)
+    commands.add_matrix_options(run, docs="docs/clients.md", side_by_side="rows run")
+    run.set_defaults(func=_run_clients)
 
     from mcp_lab.runners.clients.history_commands import add_parsers
 
@@ -122,7 +111,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     capabilities.add_parsers(actions)  # export, declared
 
 
-def _cmd_list(args: argparse.Namespace) -> int:
+def _list_clients(args: argparse.Namespace) -> int:
     shown = [spec for spec in CLIENTS.values() if args.kind in (None, spec.kind)]
     if args.json or args.format == "json":
         rows = [
@@ -151,19 +140,24 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _run_clients(args: argparse.Namespace) -> int:
     from mcp_lab.runners import run_folders
     from mcp_lab.runners.clients import matrix, runner
-    from mcp_lab.runners.clients.install import cache_dir
+    from mcp_lab.runners.install import CLIENTS_CACHE, cache_dir
     from mcp_lab.scenarios import registry
 
     try:
-        clients = with_files(args.client_file)
+        clients = clients_with_files(args.client_file)
     except DefinitionError as exc:
         print(f"mcp-lab: {exc}", file=sys.stderr)
         return 2
     own = [name for name, spec in clients.items() if spec.origin in _origins(args)]
     of_kind = [name for name, spec in CLIENTS.items() if spec.kind == args.kind]
+    if args.kind is not None and not of_kind:
+        # Not "all of them": an empty kind asks for nothing the lab has built in.
+        print(f"mcp-lab: no built-in client is of kind {args.kind!r} (a client file of "
+              "that kind runs with --client-file)", file=sys.stderr)  # fmt: skip
+        return 2
     asked = [*(args.client or []), *of_kind]
     names = list(dict.fromkeys([*(asked or ([] if own else CLIENTS)), *own]))
     if commands.refuse_unknown(names, clients, "client"):
@@ -180,10 +174,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.observe <= 0 or args.timeout <= 0 or args.jobs < 1:
         print("mcp-lab: --observe, --timeout and --jobs must be positive", file=sys.stderr)
         return 2
-    progress = runner.say_on_stderr if not args.quiet else (lambda _: None)
-    finished: list[matrix.Row] = []
+    progress = runner.say_clients if not args.quiet else (lambda _: None)
+    finished: list[matrix.ClientRow] = []
     chosen = [clients[name] for name in names]
-    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir(CLIENTS_CACHE))) as runs:
         done, interrupted = run_until_interrupted(
             runner.run_clients(
                 chosen,
@@ -198,33 +192,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 transport=args.transport,
                 finished=finished,
             ),
-            runner.say_on_stderr,  # a Ctrl-C is said even with --quiet
+            runner.say_clients,  # a Ctrl-C is said even with --quiet
         )
     rows = finished if done is None else done
-    from mcp_lab.runners.clients.history import INTERRUPTED, RUN
-    from mcp_lab.runners.clients.history_commands import keep
+    from mcp_lab.runners.clients.history import CLIENT_HISTORY, INTERRUPTED, RUN
 
-    kept = keep(rows, INTERRUPTED if interrupted else RUN) if rows else None
+    kept = CLIENT_HISTORY.keep(rows, source=INTERRUPTED if interrupted else RUN) if rows else None
     if rows or args.format == "json":
-        commands.print_matrix(
-            rows,
-            args.format,
-            to_json=matrix.to_json,
-            to_markdown=matrix.to_markdown,
-            to_table=matrix.to_table,
-        )
+        commands.print_matrix(rows, args.format, matrix.CLIENT_MATRIX)
     commands.say_where(progress, runs, kept, "mcp-lab clients history")
     if interrupted:
         total = sum(runner.count_rows(c, scenarios, args.tool, args.transport) for c in chosen)
         shown = "the matrix above has only those" if rows else "nothing to show or keep"
         marked = ", kept in the history as interrupted" if kept else ""
-        runner.say_on_stderr(
+        runner.say_clients(
             f"interrupted: {len(rows)} of {total} row(s) finished; {shown}{marked}"
         )
         return INTERRUPTED_EXIT
     failed = sorted({f"{r.client} {r.version}" for r in rows if r.runner_failed is not None})
     if failed:  # said even with --quiet: the exit code's reason
-        runner.say_on_stderr(
+        runner.say_clients(
             f"exit code 1: the runner could not run {', '.join(failed)} (see its row's notes)"
         )
         return 1

@@ -1,5 +1,5 @@
 """A running lab for a client's own test suite: the ``mcp_lab`` fixture's object
-(:mod:`mcp_lab.runners.pytest_plugin`).
+(:mod:`mcp_lab.runners.clients.pytest_plugin`).
 
 It is the clients runner's lab (:func:`mcp_lab.runners.lab.running_lab`: an embedded
 Redis, the server and the updater on free loopback ports, ending with the test

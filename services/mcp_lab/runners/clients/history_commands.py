@@ -1,25 +1,20 @@
 """``mcp-lab clients history`` and ``mcp-lab clients sweep`` (mcp_lab.runners.clients.cli
-adds them beside ``list`` and ``run``), and the hook by which ``clients run`` keeps its rows."""
+adds them beside ``list`` and ``run``). The rows of both are kept, and shown, by the
+history common to clients and bridges (:data:`mcp_lab.runners.clients.history.CLIENT_HISTORY`,
+a :class:`mcp_lab.runners.history_kinds.HistoryKind`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from mcp_lab.runners import commands, history_store
-from mcp_lab.runners.clients import history
 from mcp_lab.runners.clients.definition import HTTP, NPM
-from mcp_lab.runners.clients.matrix import Row
+from mcp_lab.runners.clients.history import CLIENT_HISTORY, SWEEP
+from mcp_lab.runners.clients.matrix import ClientRow
 from mcp_lab.runners.clients.pins import CLIENTS, known
 from mcp_lab.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
-
-
-def keep(rows: list[Row], source: str) -> Path | None:
-    """Keep ``rows`` in the history; a history that cannot be written is said, and the
-    command goes on (its rows are printed all the same)."""
-    return history_store.keep(lambda: history.record(rows, source), "mcp-lab clients")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
@@ -31,7 +26,7 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
         "dates, each change marked",
         formats="table: per client, scenario and setup, one line per version (default); json: "
         "each cell's latest verdict, entries and changes",
-        func=_cmd_history,
+        func=_cmd_clients_history,
     )
 
     sweep = actions.add_parser(
@@ -103,24 +98,29 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     sweep.set_defaults(func=_cmd_sweep)
 
 
-def _cmd_history(args: argparse.Namespace) -> int:
+def _cmd_clients_history(args: argparse.Namespace) -> int:
     return commands.show_history(
         "client",
         args.client,
         args.scenario,
         args.format,
-        read=history.read,
-        cells=history.cells,
-        to_json=history.to_json,
-        to_table=history.to_table,
+        read=CLIENT_HISTORY.read,
+        cells=CLIENT_HISTORY.cells,
+        to_json=CLIENT_HISTORY.to_json,
+        to_table=CLIENT_HISTORY.to_table,
     )
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from mcp_lab.runners import run_folders
     from mcp_lab.runners.clients import runner, sweep
-    from mcp_lab.runners.clients.install import cache_dir
-    from mcp_lab.runners.install import InstallError, released, resolve_version
+    from mcp_lab.runners.install import (
+        CLIENTS_CACHE,
+        InstallError,
+        cache_dir,
+        released,
+        resolve_version,
+    )
     from mcp_lab.runners.versions import version_key
     from mcp_lab.scenarios import registry
 
@@ -140,7 +140,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if (args.every is not None and args.every < 1) or args.observe <= 0 or args.timeout <= 0:
         print("mcp-lab: --every, --observe and --timeout must be positive", file=sys.stderr)
         return 2
-    say = runner.say_on_stderr if not args.quiet else (lambda _: None)
+    say = runner.say_clients if not args.quiet else (lambda _: None)
     if args.versions is not None:
         named = {v.strip() for v in args.versions.split(",") if v.strip()}
         versions = sorted(named, key=version_key)
@@ -159,9 +159,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"mcp-lab: {exc}", file=sys.stderr)
             return 2
 
-    with run_folders.invocation(run_folders.runs_of("clients", cache_dir())) as runs:
+    with run_folders.invocation(run_folders.runs_of("clients", cache_dir(CLIENTS_CACHE))) as runs:
 
-        async def one(version: str) -> list[Row]:
+        async def one(version: str) -> list[ClientRow]:
             rows = await runner.run_client(
                 spec,
                 version,
@@ -173,7 +173,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 progress=say,
                 transport=HTTP,  # a sweep compares versions, over one transport
             )
-            keep(rows, history.SWEEP)
+            CLIENT_HISTORY.keep(rows, source=SWEEP)
             return rows
 
         done, interrupted = run_until_interrupted(
@@ -186,10 +186,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 run_all=args.versions is not None,
                 progress=say,
             ),
-            runner.say_on_stderr,
+            runner.say_clients,
         )
     if done is None or interrupted:
-        runner.say_on_stderr(
+        runner.say_clients(
             f"interrupted: the versions finished before it are kept in the history "
             f"(mcp-lab clients history --client {spec.name})"
         )
@@ -197,6 +197,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(done.to_json(), indent=2))
     else:
-        print(sweep.to_table(done))
+        print(sweep.sweep_table(done))
     commands.say_where(say, runs, history_store.history_path(), "mcp-lab clients history")
     return 0 if any(not done.failed(v) for v in done.ran) else 1

@@ -11,14 +11,15 @@ import contextlib
 from pathlib import Path
 
 from mcp_lab import protocol
+from mcp_lab.catalog import versions_in
 from mcp_lab.runners.clients.configs import SERVER_NAME
 from mcp_lab.runners.clients.definition import STDIO, ClientDef
 from mcp_lab.runners.clients.install import Installed
-from mcp_lab.runners.clients.model import SCORED, versions_in
+from mcp_lab.runners.clients.model import SCORED
 from mcp_lab.runners.clients.runs import (
     TOOL,
-    Outcome,
-    RunPlan,
+    ClientOutcome,
+    ClientPlan,
     keep_logs,
     make_dirs,
     marking_phases,
@@ -39,10 +40,10 @@ async def run_inspector(
     spec: ClientDef,
     installed: Installed,
     root: Path,
-    plan: RunPlan,
+    plan: ClientPlan,
     folder: Path,
     clock: Clock | None = None,
-) -> Outcome:
+) -> ClientOutcome:
     """``mcpdo`` needs no model. Scored: connect, read, subscribe (it prints each update
     as it arrives), wait for the lab's own first update of the subscriber, then watch
     for the timeline's span plus ``observe`` seconds whether it reads again by itself.
@@ -51,7 +52,7 @@ async def run_inspector(
     stdio -- CMD``). Its files are kept in ``folder``."""
     home, workdir = make_dirs(root)
     env = {**base_env(home, installed.paths), "MCP_INSPECTOR_SECRET_STORE": "memory"}
-    outcome = Outcome(plan, now_ms())
+    outcome = ClientOutcome(plan, now_ms())
     async with (
         running_lab(root, plan.setup == TOOL, None, plan.scenario, serves_http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,
@@ -98,8 +99,8 @@ async def _inspector_subscribe(
     conn: list[str],
     env: dict[str, str],
     workdir: Path,
-    plan: RunPlan,
-    outcome: Outcome,
+    plan: ClientPlan,
+    outcome: ClientOutcome,
 ) -> None:
     """``resources/subscribe`` blocks and prints each update; the lab plays its timeline
     after the subscribe. Once one update is printed, watch the lab's log for a read of

@@ -14,9 +14,11 @@ from pathlib import Path
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.definition import COMMAND, INSPECTOR, NPM, ClientDef
 from mcp_lab.runners.install import (
+    CLIENTS_CACHE,
     LATEST,
     NODE22_VERSION,
     InstallError,
+    cache_dir,
     node22_package,
     npm_install,
     pypi_install,
@@ -36,11 +38,6 @@ class Installed:
     version: str
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("MCP_LAB_CLIENTS_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "mcp-lab" / "clients"
-
-
 def _found(spec: ClientDef) -> Path:
     """A client file's ``command``: a path, or a program on PATH."""
     assert spec.package is not None
@@ -54,12 +51,13 @@ def _found(spec: ClientDef) -> Path:
     return Path(found)
 
 
-def _install(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]:
+def _ready_client(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]:
     """The version that runs, its binary, and the directories put first on PATH."""
     if spec.source == COMMAND:
         binary = _found(spec)
         return spec.version, binary, [binary.parent]
     assert spec.package is not None
+    cache = cache_dir(CLIENTS_CACHE)
     if spec.source == NPM:
         version = resolve_version(spec.package, version)
         binary = npm_install(
@@ -68,23 +66,23 @@ def _install(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]:
             version,
             spec.binary,
             spec.local_postinstall,
-            cache=cache_dir(),
+            cache=cache,
         )
     else:
         version = pypi_latest(spec.package, spec.python) if version == LATEST else version
         binary = pypi_install(
-            spec.name, spec.package, version, spec.binary, cache=cache_dir(), python=spec.python
+            spec.name, spec.package, version, spec.binary, cache=cache, python=spec.python
         )
     paths = [binary.parent]
     if spec.needs_node22:
-        node = npm_install("node", node22_package(), NODE22_VERSION, "node", cache=cache_dir())
+        node = npm_install("node", node22_package(), NODE22_VERSION, "node", cache=cache)
         paths.insert(0, node.parent)
     return version, binary, paths
 
 
-async def install(spec: ClientDef, version: str) -> Installed:
+async def install_client(spec: ClientDef, version: str) -> Installed:
     """``spec`` at ``version`` (``latest``: the registry's newest now), ready to run;
     InstallError saying why not."""
-    resolved, binary, paths = await asyncio.to_thread(_install, spec, version)
+    resolved, binary, paths = await asyncio.to_thread(_ready_client, spec, version)
     driver = None if spec.kind == INSPECTOR else drivers.templated(spec)
     return Installed(binary, paths, driver, resolved)

@@ -1,5 +1,6 @@
-"""The compatibility matrix: its rows and its three renderings (a terminal table,
-markdown for docs/clients.md, JSON).
+"""The compatibility matrix: its rows, and its columns for the renderings every
+runner's matrix has (:mod:`mcp_lab.runners.matrix`: a terminal table, markdown for
+docs/clients.md, JSON).
 
 A row is one client over one transport (``http``, ``stdio``: how it reached the lab) in
 one scenario (:mod:`mcp_lab.scenarios`) and lab setup (``no tool`` / ``tool``). It
@@ -16,12 +17,12 @@ scenario's own checkpoints follow (``checks``).
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mcp_lab import untrusted
 from mcp_lab.evidence import levels
+from mcp_lab.runners.matrix import Matrix
 
 # The checklist's boxes, in order, and their column titles. The first six are the
 # lab's checkpoints (levels.CHECKPOINTS), under the checklist's names.
@@ -39,7 +40,7 @@ CHECKPOINT_BOXES: dict[str, str] = dict(
     zip(levels.CHECKPOINTS, list(CHECKLIST)[: len(levels.CHECKPOINTS)], strict=True)
 )
 PUSH, NOTICE = "push", "notice"
-_NOTE_CHARS = 1000  # a note in the markdown matrix, at most
+_CLIENT_NOTE_CHARS = 1000  # a note in the markdown matrix, at most
 RUNNER_FAILED = "runner failed"
 NOT_RUN = "not run"
 
@@ -56,7 +57,7 @@ class Check:
 
 
 @dataclass
-class Row:
+class ClientRow:
     """One line of the compatibility matrix: one client in one scenario and lab setup
     (``-`` for a client that could not be installed)."""
 
@@ -90,7 +91,7 @@ class Row:
     # and "install" for the client's install when this row paid for it.
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def fail(self, why: str) -> Row:
+    def fail(self, why: str) -> ClientRow:
         """Mark the row as the runner's failure: no level."""
         self.runner_failed = why
         self.level = self.server_level = None
@@ -112,7 +113,7 @@ def level_name(level: int) -> str:
     return levels.LEVEL_NAMES[level]
 
 
-_COLUMNS = (
+_CLIENT_COLUMNS = (
     "client",
     "version",
     "scenario",
@@ -125,7 +126,7 @@ _COLUMNS = (
 )
 
 
-def level_cell(row: Row) -> str:
+def level_cell(row: ClientRow) -> str:
     if row.level is None:
         return f"- {row.no_level}"
     cell = f"{row.level} {level_name(row.level)}"
@@ -134,43 +135,40 @@ def level_cell(row: Row) -> str:
     return cell
 
 
-def checks_cell(row: Row) -> str:
+def checks_cell(row: ClientRow) -> str:
     return "; ".join(f"{c['title']} {c['answer']}" for c in row.checks) or "-"
 
 
-def _cells(row: Row) -> list[str]:
+def _client_cells(row: ClientRow) -> list[str]:
     boxes = [row.checklist[key].cell() if key in row.checklist else "-" for key in CHECKLIST]
     head = [row.client, row.version, row.scenario, row.setup, row.transport, row.protocol]
     head.append(level_cell(row))
     return [*head, *boxes, checks_cell(row)]
 
 
-def to_table(rows: list[Row]) -> str:
-    cells = [list(_COLUMNS), *(_cells(r) for r in rows)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in cells]
-    lines.append("")
-    lines.append("times: seconds after the client started; pull is never a level")
-    for row in rows:
-        where = f"{row.scenario}, {row.setup}, {row.transport}"
-        lines.append(f"{row.client} ({where}): " + ("; ".join(row.notes) or "-"))
-    return "\n".join(lines)
+def _client_note(row: ClientRow) -> str:
+    where = f"{row.scenario}, {row.setup}, {row.transport}"
+    return f"{row.client} ({where}): " + ("; ".join(row.notes) or "-")
 
 
-def to_markdown(rows: list[Row]) -> str:
-    head = [*_COLUMNS, "notes"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        notes = "; ".join(_cell_text(note) for note in row.notes) or "-"
-        lines.append("| " + " | ".join([*_cells(row), notes]) + " |")
-    return "\n".join(lines) + "\n"
+def _client_markdown_notes(row: ClientRow) -> str:
+    return "; ".join(_cell_text(note) for note in row.notes) or "-"
 
 
 def _cell_text(note: str) -> str:
     """A note in a markdown table cell: it may quote what a client chose, so one line
     (control characters escaped), its HTML written as entities, its pipes escaped."""
-    return html.escape(untrusted.shown(note, _NOTE_CHARS), quote=False).replace("|", "\\|")
+    return html.escape(untrusted.shown(note, _CLIENT_NOTE_CHARS), quote=False).replace("|", "\\|")
 
 
-def to_json(rows: list[Row]) -> str:
-    return json.dumps({"clients": [r.to_json() for r in rows]}, indent=2)
+CLIENT_MATRIX: Matrix[ClientRow] = Matrix(
+    columns=_CLIENT_COLUMNS,
+    cells=_client_cells,
+    markdown_cells=_client_cells,
+    table_note=_client_note,
+    markdown_notes=_client_markdown_notes,
+    legend="times: seconds after the client started; pull is never a level",
+    key="clients",
+    row_json=ClientRow.to_json,
+)
+

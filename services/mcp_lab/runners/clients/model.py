@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mcp_lab.catalog import REVIEW_STATUS, SERVER_INSTRUCTIONS
+from mcp_lab.catalog import RESOURCE_TEXT, REVIEW_STATUS, SERVER_INSTRUCTIONS, versions_in
 from mcp_lab.runners.clients import tools as picks
 from mcp_lab.runners.clients.apis import Reply, Turn
 
@@ -50,9 +50,6 @@ logger = logging.getLogger("mcp_lab.model")
 SCORED, PULL = "scored", "pull"
 ATTACHMENT = "attachment"
 MODES = (SCORED, PULL)
-# The resource's text, as it reaches a model raw or inside JSON (``\n`` escaped):
-# "status: <word>" then "version: <n>" (never "version: 2.1.332" of a CLI's banner).
-RESOURCE_TEXT = re.compile(r"status: ([\w-]+)(?:\\+[rn]|\s)+version: (\d+)(?![\d.])")
 _UPDATE_WORDS = re.compile(
     r"\b(update[sd]?|change[sd]?|modified|new version|notifications/resources/updated)\b",
     re.I,
@@ -62,11 +59,6 @@ _OBSERVE_SECONDS = 6.0
 _SEARCHES = 2  # tool-search calls the model makes before it gives up
 _WAITS = 2  # calls of a wait-for-MCP-servers tool the model makes at most
 _EXCERPT = 240
-
-
-def versions_in(text: str) -> list[int]:
-    """The resource versions in ``text``, in order."""
-    return [int(m.group(2)) for m in RESOURCE_TEXT.finditer(text)]
 
 
 def _mentions_resource(text: str, uri: str) -> bool:

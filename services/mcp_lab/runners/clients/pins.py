@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_lab.runners.clients.definition import ClientDef, builtin, load
+from mcp_lab.runners.clients.definition import ClientDef, builtin, load_client
+from mcp_lab.runners.definitions import with_files
 
 CLIENTS: dict[str, ClientDef] = builtin()
 
@@ -20,11 +21,7 @@ def known() -> str:
     return ", ".join(CLIENTS)
 
 
-def with_files(files: list[Path]) -> dict[str, ClientDef]:
+def clients_with_files(files: list[Path]) -> dict[str, ClientDef]:
     """The built-in clients and those of ``files`` (a file's client replaces a built-in
     of its name); DefinitionError for a file that cannot be used."""
-    found = dict(CLIENTS)
-    for path in files:
-        client = load(path)
-        found[client.name] = client
-    return found
+    return with_files(CLIENTS, files, load_client)

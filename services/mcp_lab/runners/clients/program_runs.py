@@ -13,8 +13,8 @@ from mcp_lab.runners.clients.definition import ClientDef
 from mcp_lab.runners.clients.install import Installed
 from mcp_lab.runners.clients.runs import (
     TOOL,
-    Outcome,
-    RunPlan,
+    ClientOutcome,
+    ClientPlan,
     keep_logs,
     make_dirs,
     marking_phases,
@@ -34,10 +34,10 @@ async def run_program(
     spec: ClientDef,
     installed: Installed,
     root: Path,
-    plan: RunPlan,
+    plan: ClientPlan,
     folder: Path,
     clock: Clock | None = None,
-) -> Outcome:
+) -> ClientOutcome:
     """One run of a program with no model: started once, told where the lab is
     (``{url}`` or ``{server_command}``, and ``MCP_LAB_URL`` / ``MCP_LAB_SERVER_COMMAND``),
     it does the whole flow by itself until it exits (killed after the plan's timeout);
@@ -46,7 +46,7 @@ async def run_program(
     hold. Its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = make_dirs(root)
-    outcome = Outcome(plan, now_ms())
+    outcome = ClientOutcome(plan, now_ms())
     async with (
         running_lab(root, plan.setup == TOOL, None, plan.scenario, serves_http(plan)) as lab,
         reach(lab, plan.transport, root / "lab-side") as side,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from mcp_lab.runners.fixture_lab import FixtureLab
+    from mcp_lab.runners.clients.fixture_lab import FixtureLab
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +40,7 @@ def mcp_lab_session(
 ) -> Iterator[FixtureLab]:
     """The lab of the whole test session (started when a test first asks for it)."""
     # Imported here: the plugin loads with every pytest run and must cost nothing then.
-    from mcp_lab.runners import fixture_lab
+    from mcp_lab.runners.clients import fixture_lab
 
     scenario = request.config.getoption("--mcp-lab-scenario")
     lab = fixture_lab.start(tmp_path_factory.mktemp("mcp-lab"), scenario)

@@ -14,9 +14,7 @@ client's runs go one after the other.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +22,8 @@ from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.agent_runs import run_agent, run_interactive
 from mcp_lab.runners.clients.definition import INSPECTOR, LIBRARY, PROGRAM, ClientDef
 from mcp_lab.runners.clients.inspector_runs import run_inspector
-from mcp_lab.runners.clients.install import Installed, install
-from mcp_lab.runners.clients.matrix import Row
+from mcp_lab.runners.clients.install import Installed, install_client
+from mcp_lab.runners.clients.matrix import ClientRow
 from mcp_lab.runners.clients.model import PULL, SCORED
 from mcp_lab.runners.clients.program_runs import run_program
 from mcp_lab.runners.clients.runs import (
@@ -33,29 +31,21 @@ from mcp_lab.runners.clients.runs import (
     DEFAULT_RUN_TIMEOUT,
     NO_TOOL,
     TOOL,
-    Outcome,
-    RunPlan,
-    runs_dir,
+    ClientOutcome,
+    ClientPlan,
 )
-from mcp_lab.runners.clients.verdict import to_row
+from mcp_lab.runners.clients.verdict import client_row
 from mcp_lab.runners.install import InstallError
 from mcp_lab.runners.phases import Clock, heartbeat
 from mcp_lab.runners.program import run_folder
+from mcp_lab.runners.progress import DEFAULT_JOBS, Progress, on_stderr, quiet
+from mcp_lab.runners.run_folders import run_dir
 from mcp_lab.scenarios.scenario import Scenario
 
 # ``--tool``: which lab setups each scenario runs in. "auto": both where the scenario
 # asks for both (single), else without the lab's tool.
 TOOL_CHOICES = ("auto", "off", "on", "both")
-DEFAULT_JOBS = 3
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-def say_on_stderr(line: str) -> None:
-    print(f"mcp-lab clients: {line}", file=sys.stderr, flush=True)
+say_clients = on_stderr("clients")
 
 
 def setups(scenario: Scenario, tool: str) -> tuple[str, ...]:
@@ -83,7 +73,7 @@ class Tally:
         self.done = 0
         self._seconds = 0.0
 
-    def count(self, row: Row) -> str:
+    def count(self, row: ClientRow) -> str:
         self.done += 1
         self._seconds += row.seconds
         left = self.total - self.done
@@ -122,12 +112,12 @@ async def run_client(
     observe: float = DEFAULT_OBSERVE_SECONDS,
     timeout: float = DEFAULT_RUN_TIMEOUT,
     installed: Installed | None = None,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     transport: str | None = None,
     tally: Tally | None = None,
     gate: asyncio.Semaphore | None = None,
-    finished: list[Row] | None = None,
-) -> list[Row]:
+    finished: list[ClientRow] | None = None,
+) -> list[ClientRow]:
     """One client's rows, one per transport, scenario and lab setup that apply, in that
     order; a single row saying why when the runner could not install it (or it cannot
     be installed offline, or does not speak ``transport``). ``runs``: the invocation's
@@ -138,27 +128,28 @@ async def run_client(
     added there as soon as it is made (what a Ctrl-C keeps)."""
     done = finished if finished is not None else []
 
-    def alone(row: Row) -> list[Row]:
+    def alone(row: ClientRow) -> list[ClientRow]:
         done.append(row)
         return [row]
 
     if transport is not None and transport not in spec.transports:
         why = f"does not support {transport} (its file says {', '.join(spec.transports)})"
-        return alone(Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why]))
+        row = ClientRow(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])
+        return alone(row)
     if installed is None:
         if spec.not_installable or spec.package is None:
             why = spec.not_installable or "no package"
             return alone(
-                Row(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])
+                ClientRow(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])
             )
         started = time.monotonic()
         progress(f"{spec.name} {version}: installing")
         try:
             async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
-                installed = await install(spec, version)
+                installed = await install_client(spec, version)
         except InstallError as exc:
             progress(f"{spec.name} {version}: install failed")
-            return alone(Row(spec.name, version, "-", "-").fail(f"install failed: {exc}"))
+            return alone(ClientRow(spec.name, version, "-", "-").fail(f"install failed: {exc}"))
         install_seconds = round(time.monotonic() - started, 1)
         progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
     else:
@@ -173,7 +164,7 @@ async def run_client(
     gate = gate or asyncio.Semaphore(1)
     ready = installed
 
-    async def one(index: int, plan: _Plan) -> Row:
+    async def one(index: int, plan: _Plan) -> ClientRow:
         where = f"{spec.name} {ready.version} {plan.scenario.name} ({plan.setup}, {plan.transport})"
         async with gate:
             row = await _row(spec, ready, plan, runs, progress, where)
@@ -189,7 +180,7 @@ async def run_client(
     return list(await asyncio.gather(*(one(i, plan) for i, plan in enumerate(plans))))
 
 
-def _summed(row: Row) -> dict[str, float]:
+def _summed(row: ClientRow) -> dict[str, float]:
     """Seconds per phase over the row's runs."""
     total: dict[str, float] = {}
     for phases in row.phases.values():
@@ -214,18 +205,18 @@ async def _row(
     runs: Path,
     progress: Progress,
     where: str,
-) -> Row:
+) -> ClientRow:
     """The runs of one row (scored, and pull where the scenario has one), and its row."""
     started = time.monotonic()
     scenario = planned.scenario
     pull = scenario.play.pull and spec.kind not in (PROGRAM, LIBRARY)
     scripts = (SCORED, PULL) if pull else (SCORED,)
-    outcomes: dict[str, Outcome | str] = {}
+    outcomes: dict[str, ClientOutcome | str] = {}
     phases: dict[str, dict[str, float]] = {}
     for script in scripts:
-        plan = RunPlan(scenario, planned.setup, script, planned.observe, planned.timeout,
+        plan = ClientPlan(scenario, planned.setup, script, planned.observe, planned.timeout,
                        planned.transport)  # fmt: skip
-        folder = runs_dir(runs, spec.name, installed.version, plan)
+        folder = run_dir(runs, spec.name, installed.version, plan.folder_parts)
         clock = Clock()
         with run_folder(spec.name, progress, f"{where} {script} run") as root:
             try:
@@ -237,7 +228,7 @@ async def _row(
             except OSError as exc:  # the client would not start
                 outcomes[script] = f"could not run {installed.binary.name}: {exc}"
         phases[script] = clock.durations()
-    row = to_row(spec, installed.version, scenario, planned.setup, outcomes)
+    row = client_row(spec, installed.version, scenario, planned.setup, outcomes)
     row.transport = planned.transport
     row.phases = phases
     row.seconds = round(time.monotonic() - started, 1)
@@ -245,8 +236,8 @@ async def _row(
 
 
 async def _run(
-    spec: ClientDef, installed: Installed, root: Path, plan: RunPlan, folder: Path, clock: Clock
-) -> Outcome:
+    spec: ClientDef, installed: Installed, root: Path, plan: ClientPlan, folder: Path, clock: Clock
+) -> ClientOutcome:
     """One run, by the kind of client and scenario: the Inspector's own steps, a
     program's one run, an agent CLI's interactive UI (a scenario that attaches the
     resource), or its non-interactive mode; its files kept in ``folder``."""
@@ -270,10 +261,10 @@ async def run_clients(
     observe: float = DEFAULT_OBSERVE_SECONDS,
     timeout: float = DEFAULT_RUN_TIMEOUT,
     jobs: int = DEFAULT_JOBS,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     transport: str | None = None,
-    finished: list[Row] | None = None,
-) -> list[Row]:
+    finished: list[ClientRow] | None = None,
+) -> list[ClientRow]:
     """Rows of ``clients`` in ``scenarios``, in their order; ``jobs`` rows at a time,
     of any client (each client installed first, all side by side); each run's files in
     ``runs`` (the invocation's folder); over ``transport``, or every one each client
@@ -282,7 +273,7 @@ async def run_clients(
     tally = Tally(sum(count_rows(c, scenarios, tool, transport) for c in clients), jobs)
     progress(f"{tally.total} row(s) to run, {jobs} at a time")
 
-    async def one(spec: ClientDef) -> list[Row]:
+    async def one(spec: ClientDef) -> list[ClientRow]:
         name = spec.name
         return await run_client(
             spec,

@@ -19,7 +19,7 @@ Every run reaches the lab over the transport of its plan (:mod:`mcp_lab.runners.
 lab_side`): HTTP through the wire tap, or stdio through a lab server the client
 starts behind the stdio tap.
 
-This module holds what a run is (:class:`RunPlan`, :class:`Outcome`), the scored run's
+This module holds what a run is (:class:`ClientPlan`, :class:`ClientOutcome`), the scored run's
 updates (:class:`Updates`) and the kit every run shares (a CLI run to its end, the
 run's directories, its phases, where it keeps its files); the runs themselves are
 :mod:`mcp_lab.runners.clients.agent_runs` (agent CLIs, and their interactive UI),
@@ -63,7 +63,7 @@ NO_TOOL, TOOL = "no tool", "tool"  # the lab setups: without or with the lab's t
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class ClientPlan:
     """What one run is: the scenario, the lab setup, the script."""
 
     scenario: Scenario
@@ -76,6 +76,16 @@ class RunPlan:
     @property
     def uri(self) -> str:
         return self.scenario.read_uri
+
+    @property
+    def folder_parts(self) -> tuple[str, ...]:
+        """Where in its client version's folder the run keeps its files
+        (:func:`mcp_lab.runners.run_folders.run_dir`): scenario, setup (and transport
+        other than HTTP), script."""
+        setup = self.setup.replace(" ", "-")
+        if self.transport != HTTP:
+            setup = f"{setup}-{self.transport}"
+        return (self.scenario.name, setup, self.script)
 
     @property
     def window(self) -> float:
@@ -119,10 +129,10 @@ class Updates:
 
 
 @dataclass
-class Outcome:
+class ClientOutcome:
     """What one run produced, before it is turned into a row."""
 
-    plan: RunPlan
+    plan: ClientPlan
     started_ms: int
     events: list[contract.Event] = field(default_factory=list)
     report: Report | None = None  # the lab's report of the run
@@ -192,7 +202,7 @@ async def marking_phases(clock: Clock, lab: RunLab, side: LabSide) -> AsyncItera
             await task
 
 
-def serves_http(plan: RunPlan) -> bool:
+def serves_http(plan: ClientPlan) -> bool:
     """Whether the run's lab serves HTTP (a stdio client starts the lab's server)."""
     return plan.transport == HTTP
 
@@ -206,20 +216,11 @@ def shown(argv: list[str]) -> str:
     return " ".join(json.dumps(a) if " " in a else a for a in argv)
 
 
-def runs_dir(runs: Path, name: str, version: str, plan: RunPlan) -> Path:
-    """Where the run of ``name@version`` with ``plan`` keeps its files, in ``runs`` (its
-    invocation's folder, :mod:`mcp_lab.runners.run_folders`)."""
-    setup = plan.setup.replace(" ", "-")
-    if plan.transport != HTTP:
-        setup = f"{setup}-{plan.transport}"
-    return runs / f"{name}-{version}" / plan.scenario.name / setup / plan.script
-
-
 def keep_logs(
     where: Path,
     lab: RunLab,
     side: LabSide,
-    outcome: Outcome,
+    outcome: ClientOutcome,
     exchanges: list[dict[str, object]],
 ) -> Path:
     """The run's logs, evidence, wire capture and model requests, in ``where``: for

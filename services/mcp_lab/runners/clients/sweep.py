@@ -31,13 +31,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_lab.runners.clients.matrix import CHECKLIST, Row
+from mcp_lab.runners.clients.matrix import CHECKLIST, ClientRow
+from mcp_lab.runners.progress import Progress
 from mcp_lab.runners.versions import is_prerelease, version_key
 
 RUN_ALL_UP_TO = 3  # a range this short is run whole
-Cell = tuple[str, str]  # (scenario, setup)
-Runner = Callable[[str], Awaitable[list[Row]]]
-Progress = Callable[[str], None]
+SweepCell = tuple[str, str]  # (scenario, setup)
+Runner = Callable[[str], Awaitable[list[ClientRow]]]
 
 
 def select(versions: list[str], first: str | None = None, last: str | None = None) -> list[str]:
@@ -57,11 +57,11 @@ def select(versions: list[str], first: str | None = None, last: str | None = Non
     return [v for v in versions[lo : hi + 1] if not is_prerelease(v) or v in stable]
 
 
-def verdicts(rows: list[Row]) -> dict[Cell, dict[str, str]]:
+def verdicts(rows: list[ClientRow]) -> dict[SweepCell, dict[str, str]]:
     """Each row's answers (the level, the protocol negotiated, the checklist, the
     scenario's checks), by scenario and setup; rows the runner failed are left out (they
     say nothing)."""
-    out: dict[Cell, dict[str, str]] = {}
+    out: dict[SweepCell, dict[str, str]] = {}
     for row in rows:
         if row.level is None:
             continue
@@ -73,7 +73,7 @@ def verdicts(rows: list[Row]) -> dict[Cell, dict[str, str]]:
     return out
 
 
-def _agree(a: dict[Cell, dict[str, str]], b: dict[Cell, dict[str, str]]) -> bool:
+def _agree(a: dict[SweepCell, dict[str, str]], b: dict[SweepCell, dict[str, str]]) -> bool:
     return all(a[cell] == b[cell] for cell in a.keys() & b.keys())
 
 
@@ -125,7 +125,7 @@ class Sweep:
     versions: list[str]  # the range (or the versions asked for)
     bisect: bool
     listed: bool = True  # ``versions`` is npm's list over a range (every release in it)
-    rows: dict[str, list[Row]] = field(default_factory=dict)  # by version, in run order
+    rows: dict[str, list[ClientRow]] = field(default_factory=dict)  # by version, in run order
     changes: list[FirstChange] = field(default_factory=list)
 
     @property
@@ -177,7 +177,7 @@ async def sweep(
     (``run_all``), or those :func:`sampled` picks and, with ``bisect``, the bisection."""
     done = Sweep(client, versions, bisect, listed=not run_all)
 
-    async def at(index: int) -> dict[Cell, dict[str, str]]:
+    async def at(index: int) -> dict[SweepCell, dict[str, str]]:
         version = versions[index]
         if version not in done.rows:
             progress(f"{client} {version}: running (run {len(done.rows) + 1} of this sweep)")
@@ -198,7 +198,7 @@ async def sweep(
 async def _refine(
     lo: int,
     hi: int,
-    at: Callable[[int], Awaitable[dict[Cell, dict[str, str]]]],
+    at: Callable[[int], Awaitable[dict[SweepCell, dict[str, str]]]],
     done: Sweep,
     versions: list[str],
 ) -> None:
@@ -239,7 +239,7 @@ def _changes(done: Sweep, versions: list[str]) -> list[FirstChange]:
     return found
 
 
-def to_table(done: Sweep) -> str:
+def sweep_table(done: Sweep) -> str:
     ran = done.ran
     if done.listed:
         span = f"{len(done.versions)} released version(s) from {done.versions[0]} to "

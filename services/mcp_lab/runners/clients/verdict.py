@@ -22,30 +22,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mcp_lab import protocol
+from mcp_lab.catalog import versions_in
 from mcp_lab.evidence import levels
 from mcp_lab.runners import wire
 from mcp_lab.runners.clients.definition import ANY_CLIENT, ClientDef
-from mcp_lab.runners.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, Row
-from mcp_lab.runners.clients.model import PULL, SCORED, ModelRecord, versions_in
+from mcp_lab.runners.clients.matrix import CHECKPOINT_BOXES, NOTICE, PUSH, Check, ClientRow
+from mcp_lab.runners.clients.model import PULL, SCORED, ModelRecord
 from mcp_lab.runners.clients.tools import VIA_SERVER_TOOL
 from mcp_lab.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:  # the runs module imports this one
-    from mcp_lab.runners.clients.runs import Outcome
+    from mcp_lab.runners.clients.runs import ClientOutcome
 
 _TAIL = 200
 
 
-def to_row(
+def client_row(
     spec: ClientDef,
     version: str,
     scenario: Scenario,
     setup: str,
-    outcomes: dict[str, Outcome | str],
-) -> Row:
+    outcomes: dict[str, ClientOutcome | str],
+) -> ClientRow:
     """The row of ``spec`` in ``scenario`` and ``setup`` from its runs, by script (a str:
     the runner could not make that run)."""
-    row = Row(spec.name, version, scenario.name, setup)
+    row = ClientRow(spec.name, version, scenario.name, setup)
     scored = outcomes[SCORED]
     if isinstance(scored, str):
         return row.fail(scored)
@@ -83,11 +84,11 @@ def to_row(
     return row.fail(why) if why else row
 
 
-def _after(outcome: Outcome, at_ms: int | None) -> float | None:
+def _after(outcome: ClientOutcome, at_ms: int | None) -> float | None:
     return None if at_ms is None else round((at_ms - outcome.started_ms) / 1000, 1)
 
 
-def _evidence(spec: ClientDef, outcome: Outcome, row: Row) -> list[levels.ClientScore]:
+def _evidence(spec: ClientDef, outcome: ClientOutcome, row: ClientRow) -> list[levels.ClientScore]:
     """The lab's scores of the client (its clientInfo): levels 1-6 and the scenario's
     own checkpoints of the row."""
     clients = outcome.report.clients if outcome.report is not None else []
@@ -122,7 +123,7 @@ def _evidence(spec: ClientDef, outcome: Outcome, row: Row) -> list[levels.Client
     return mine
 
 
-def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
+def _model_notes(record: ModelRecord, outcome: ClientOutcome) -> list[str]:
     notes = []
     if record.attached is not None:
         notes.append(
@@ -185,7 +186,7 @@ def _model_notes(record: ModelRecord, outcome: Outcome) -> list[str]:
     return notes
 
 
-def _pull(row: Row, pull: Outcome | str) -> None:
+def _pull(row: ClientRow, pull: ClientOutcome | str) -> None:
     """The pull column: did version 2 reach the model (or, for the Inspector, did the
     client print it) when it was asked to read again?"""
     if isinstance(pull, str):
@@ -227,7 +228,7 @@ def _pull(row: Row, pull: Outcome | str) -> None:
     row.notes.append(f"read on request (pull, never a level): {answer} when asked{via}")
 
 
-def _wire(row: Row, outcome: Outcome, mine: list[levels.ClientScore]) -> None:
+def _wire(row: ClientRow, outcome: ClientOutcome, mine: list[levels.ClientScore]) -> None:
     """Fill the checkpoints from the wire capture and name where it disagrees."""
     if not outcome.wire:
         return
@@ -256,7 +257,7 @@ def _yes(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def _run_notes(row: Row, outcome: Outcome) -> None:
+def _run_notes(row: ClientRow, outcome: ClientOutcome) -> None:
     if outcome.timed_out:
         row.notes.append(f"did not exit within {outcome.plan.timeout:g} s; stopped")
     elif outcome.exit_code:
@@ -265,7 +266,7 @@ def _run_notes(row: Row, outcome: Outcome) -> None:
         row.notes.append(f"exit code {outcome.exit_code}: {tail}")
 
 
-def _runner_failure(outcome: Outcome) -> str | None:
+def _runner_failure(outcome: ClientOutcome) -> str | None:
     """Why a run says nothing about the client, if the runner itself failed."""
     record = outcome.record
     if record is None:

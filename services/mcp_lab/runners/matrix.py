@@ -1,0 +1,76 @@
+"""A runner's matrix and its renderings, for either kind of program under test.
+
+A clients run and a bridges run each end in rows (one program version in one scenario,
+and in one lab setup or one direction). Their columns differ; how they are shown does
+not: a terminal table with a legend and each row's notes under it, markdown for the
+docs (docs/clients.md, docs/bridges.md), and JSON of every row. Each kind describes its
+columns once, as a :class:`Matrix` (``CLIENT_MATRIX`` in
+:mod:`mcp_lab.runners.clients.matrix`, ``BRIDGE_MATRIX`` in
+:mod:`mcp_lab.runners.bridges.matrix`), and :data:`FORMATS` names the renderings the
+runners' ``--format`` offers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+R = TypeVar("R")  # a row of one kind's matrix
+
+TABLE, MARKDOWN, JSON = "table", "markdown", "json"
+# The renderings of a runner's matrix (``--format``), the default first.
+FORMATS: dict[str, str] = {
+    TABLE: "the matrix (default)",
+    MARKDOWN: "as in {docs}",
+    JSON: "every row",
+}
+
+
+def formats_help(docs: str) -> str:
+    """``--format``'s help: each format and what it gives (``docs``: the page whose
+    tables the markdown is)."""
+    return "; ".join(f"{name}: {what.format(docs=docs)}" for name, what in FORMATS.items())
+
+
+@dataclass(frozen=True)
+class Matrix(Generic[R]):
+    """How one kind's rows are shown."""
+
+    columns: tuple[str, ...]
+    cells: Callable[[R], list[str]]  # a row's cells, in ``columns`` order (the table's)
+    markdown_cells: Callable[[R], list[str]]  # as ``cells``, ready for a markdown table
+    table_note: Callable[[R], str]  # the line under the table that gives a row's notes
+    markdown_notes: Callable[[R], str]  # the notes column of the markdown table
+    legend: str  # the line between the table and the rows' notes
+    key: str  # the JSON's key for the list of rows
+    row_json: Callable[[R], dict[str, Any]]
+
+    def table(self, rows: list[R]) -> str:
+        lines = [list(self.columns), *(self.cells(r) for r in rows)]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(self.columns))]
+        text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+        return "\n".join([*text, "", self.legend, *(self.table_note(r) for r in rows)])
+
+    def markdown(self, rows: list[R]) -> str:
+        head = [*self.columns, "notes"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row in rows:
+            cells = [*self.markdown_cells(row), self.markdown_notes(row)]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def json(self, rows: list[R]) -> str:
+        return json.dumps({self.key: [self.row_json(r) for r in rows]}, indent=2)
+
+    def render(self, rows: list[R], form: str) -> str:
+        """``rows`` in the format ``form`` names (one of :data:`FORMATS`), as printed:
+        markdown ends with its own newline, the others get one from ``print``."""
+        if form == JSON:
+            return self.json(rows) + "\n"
+        if form == MARKDOWN:
+            return self.markdown(rows)
+        if form == TABLE:
+            return self.table(rows) + "\n"
+        raise ValueError(f"unknown format {form!r}; known: {', '.join(FORMATS)}")
