@@ -41,6 +41,8 @@ def test_the_ideal_client_gets_level_6_and_exit_0(transport: str, command: str) 
     (verdict,) = json.loads(done.stdout)["verdicts"]
     assert (verdict["level"], verdict["transport"], verdict["passed"]) == (6, transport, True)
     assert verdict["client_info"] == "ideal-client/1.0"
+    # a command installs nothing, so nothing says it does
+    assert "installing" not in done.stderr and "installed" not in done.stderr, done.stderr
     assert all(reached for box, reached in verdict["checklist"].items() if box != "reflected")
 
 
@@ -49,7 +51,9 @@ def test_expecting_7_fails_with_exit_1_and_a_junit_file_that_says_why(tmp_path: 
     done = mcp_lab("check", "--command", f"{CLIENT} {{url}}", "--expect", "7",
                    "--format", "junit", "--output", str(junit))  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
+    # the file gets the JUnit, stdout the table, as --output's help says
     assert "FAIL  ideal-client/1.0 in single over http: level 6 re-read" in done.stdout
+    assert "stdout then shows the table" in " ".join(mcp_lab("check", "--help").stdout.split())
     (suite,) = ET.parse(junit).getroot()
     failed = [case.get("name") for case in suite if case.find("failure") is not None]
     assert failed == ["level at least 7"]

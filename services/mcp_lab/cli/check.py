@@ -77,7 +77,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="table",
         help="table (default), json, or junit (a test case per checklist item, for CI)",
     )
-    parser.add_argument("--output", type=Path, metavar="FILE", help="write it there, not stdout")
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE",
+        help="write it there; stdout then shows the table (for a person reading the log)",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout",
         type=float,

@@ -217,6 +217,28 @@ def test_a_client_the_database_lacks_gets_its_package_as_url(
     assert entry["experimental"][capabilities.LAB_KEY]["in_database"] is None
 
 
+def test_a_hostile_client_info_name_reaches_stderr_cut_on_one_line(
+    database: capabilities.Database,
+    kept: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two clients send one client-chosen name: the note that says so quotes it.
+    hostile = "evil\x1b[31m\x00\nmcp-lab: forged line" + "x" * 100_000
+    base = CLIENTS["inspector"]
+    clients = {name: replace(base, name=name, client_info=hostile) for name in ("lib-a", "lib-b")}
+    monkeypatch.setattr(capabilities, "CLIENTS", clients)
+    CLIENT_HISTORY.record([row("lib-a", "1.0", READ), row("lib-b", "2.0", SUBSCRIBED)])
+    target = tmp_path / "export.json"
+    code, _, err = run_cli(["clients", "export", "--output", str(target)], capsys)
+    assert code == 0, err[:500]
+    noted = [line for line in err.splitlines() if "clientInfo" in line]
+    assert len(noted) == 1 and len(noted[0]) < 500, err[:500]
+    assert "\x1b" not in err and "\x00" not in err
+    assert not any(line.startswith("mcp-lab: forged") for line in err.splitlines())
+
+
 def test_clients_that_send_one_clientinfo_name_share_its_entry(
     database: capabilities.Database, kept: Path
 ) -> None:

@@ -49,4 +49,6 @@ def test_a_client_the_runner_could_not_run_exits_1_and_names_no_run_folder(tmp_p
     assert "each run's files" not in result.stderr
     assert "no run got as far as keeping files" in result.stderr
     (row,) = json.loads(result.stdout)["clients"]
-    assert row["runner_failed"].startswith("install failed"), row
+    # a command on the machine is found, not installed: no install lines, "not found"
+    assert row["runner_failed"].startswith("command not found: 'no-such-program-here'"), row
+    assert "installing" not in result.stderr and "install failed" not in result.stderr

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from mcp_lab import untrusted
 from mcp_lab.runners.clients import history
 from mcp_lab.runners.clients.definition import ANY_CLIENT, HTTP, NPM, PYPI, ClientDef
 from mcp_lab.runners.clients.pins import CLIENTS
@@ -59,6 +60,7 @@ _RECORD = "McpClientRecord"
 _COMPARED = ("resources", "subscribe", "listChanged")
 SINGLE = "single"
 _LIST_CHANGED_SCENARIO = "list-changed"
+_NOTE_CHARS = 400  # a note on stderr, at most (each one line, its controls escaped)
 
 
 class DatabaseError(ValueError):
@@ -468,8 +470,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(f"mcp-lab: the export fails {PACKAGE}'s types: {exc}", file=sys.stderr)
         return 1
     text = json.dumps(out, indent=2) + "\n"
-    for note in notes:
-        print(f"mcp-lab: {note}", file=sys.stderr)
+    for note in notes:  # a note names clients, and a client chose its clientInfo name
+        print(f"mcp-lab: {untrusted.shown(note, _NOTE_CHARS)}", file=sys.stderr)
     if args.output is None:
         sys.stdout.write(text)
     else:

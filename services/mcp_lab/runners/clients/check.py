@@ -113,7 +113,9 @@ async def check(
 
 def _start_error(why: str) -> bool:
     """A runner failure that means the client or the lab never started."""
-    return why.startswith(("install failed", "could not run", "the lab did not start"))
+    return why.startswith(
+        ("install failed", "command not found", "could not run", "the lab did not start")
+    )
 
 
 def exit_code(verdicts: list[Verdict]) -> int:

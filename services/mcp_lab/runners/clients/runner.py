@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.agent_runs import run_agent, run_interactive
-from mcp_lab.runners.clients.definition import INSPECTOR, LIBRARY, PROGRAM, ClientDef
+from mcp_lab.runners.clients.definition import COMMAND, INSPECTOR, LIBRARY, PROGRAM, ClientDef
 from mcp_lab.runners.clients.inspector_runs import run_inspector
 from mcp_lab.runners.clients.install import Installed, install_client
 from mcp_lab.runners.clients.matrix import ClientRow
@@ -143,15 +143,23 @@ async def run_client(
                 ClientRow(spec.name, version, "-", "-", level=None, server_level=None, notes=[why])
             )
         started = time.monotonic()
-        progress(f"{spec.name} {version}: installing")
+        # A command on this machine (a client file's [install] command, --command) is
+        # found, not installed: no install lines, and a missing one is "not found".
+        local = spec.source == COMMAND
         try:
-            async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
+            if local:
                 installed = await install_client(spec, version)
+            else:
+                progress(f"{spec.name} {version}: installing")
+                async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
+                    installed = await install_client(spec, version)
         except InstallError as exc:
-            progress(f"{spec.name} {version}: install failed")
-            return alone(ClientRow(spec.name, version, "-", "-").fail(f"install failed: {exc}"))
-        install_seconds = round(time.monotonic() - started, 1)
-        progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
+            failed = "command not found" if local else "install failed"
+            progress(f"{spec.name} {version}: {failed}")
+            return alone(ClientRow(spec.name, version, "-", "-").fail(f"{failed}: {exc}"))
+        install_seconds = 0.0 if local else round(time.monotonic() - started, 1)
+        if not local:
+            progress(f"{spec.name} {installed.version}: installed ({install_seconds:.0f} s)")
     else:
         install_seconds = 0.0
     plans = [
