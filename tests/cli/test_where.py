@@ -121,6 +121,11 @@ def test_out_of_reach_says_what_to_run_instead(home: Path) -> None:
     )
     assert "`docker compose -p lab1 exec server mcp-lab trigger`" in compose.out_of_reach("trigger")
     assert "; docker compose project lab1; its Redis does not answer from here" in compose.line()
+    # A Redis the user named (REDIS_URL) that does not answer is not blamed on compose.
+    named = where.Where(LabSettings(), "the default", "REDIS_URL", None, True, False)
+    said = named.out_of_reach("trigger")
+    assert "docker compose" not in said and "(REDIS_URL names it)" in said, said
+    assert "start that Redis" in said
 
 
 def test_redis_answers_only_when_a_redis_does(redis_url: str) -> None:

@@ -104,6 +104,13 @@ class Where:
             if self.compose
             else "Run it where that Redis is reachable (inside the lab's network)"
         )
+        if not self.compose and not self.redis_source.startswith("the default"):
+            # The Redis was named here (REDIS_URL): it is that one that does not answer.
+            return (
+                f"cannot reach Redis at {self.redis_url} ({self.redis_source} names it), "
+                f"while the lab at {self.server.mcp_url} answers: start that Redis, or set "
+                "REDIS_URL to the lab's own Redis (or unset it)."
+            )
         return (
             f"cannot reach Redis at {self.redis_url}, and the lab at {self.server.mcp_url} "
             f"answers: its Redis is out of reach from here (a docker compose lab keeps it "
