@@ -71,6 +71,24 @@ def test_a_command_that_cannot_start_exits_2_and_one_that_misbehaves_is_named() 
     assert stuck.returncode == 1 and "did not exit within 2 s; stopped" in stuck.stdout
 
 
+def test_a_command_gets_the_callers_environment_under_a_home_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The user's own command may need its config, a token, a build path: the caller's
+    # variables reach it; HOME stays the run's (as for every client).
+    monkeypatch.setenv("MCP_LAB_TEST_FOO", "bar")
+    said = (
+        "import os, sys; print(os.environ.get('MCP_LAB_TEST_FOO'), os.environ['HOME']); "
+        "sys.exit(3)"
+    )
+    done = mcp_lab("check", "--command", f"{sys.executable} -c \"{said}\"")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = [n for n in done.stdout.splitlines() if "exit code 3:" in n]
+    foo, home = line.split("exit code 3: ", 1)[1].split()
+    assert foo == "bar", done.stdout
+    assert home != os.environ["HOME"] and "mcp-lab-" in home, home
+
+
 def test_the_same_client_as_a_client_file_gets_the_same_row_in_clients_run() -> None:
     client_file = str(EXAMPLES / "ideal-client.toml")
     check = mcp_lab("check", "--client-file", client_file, "--format", "json")

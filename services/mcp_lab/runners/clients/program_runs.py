@@ -7,9 +7,10 @@ flow by itself while the lab plays the scenario's timeline after its subscribe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from mcp_lab.runners.clients.definition import ClientDef
+from mcp_lab.runners.clients.definition import COMMAND, ClientDef
 from mcp_lab.runners.clients.install import Installed
 from mcp_lab.runners.clients.runs import (
     TOOL,
@@ -43,7 +44,8 @@ async def run_program(
     it does the whole flow by itself until it exits (killed after the plan's timeout);
     the lab plays the scenario's timeline after its subscribe. It runs in the folder of
     its client file (a command: where ``mcp-lab check`` runs), so its relative paths
-    hold. Its files kept in ``folder``."""
+    hold; a command also gets the caller's environment (HOME and the XDG folders are the
+    run's own). Its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = make_dirs(root)
     outcome = ClientOutcome(plan, now_ms())
@@ -53,7 +55,10 @@ async def run_program(
     ):
         dirs = run_dirs(home, workdir, side)
         turn = installed.driver(str(installed.binary), dirs, "", False)
-        env = {**base_env(home, installed.paths), **turn.env}
+        # A command on the machine is the user's own: it gets the caller's environment
+        # (its config, its tokens), under the run's own HOME like every client.
+        caller = dict(os.environ) if spec.source == COMMAND else {}
+        env = {**caller, **base_env(home, installed.paths), **turn.env}
         outcome.started_ms = now_ms()
         async with marking_phases(clock or Clock(), lab, side):  # in its own folder: its paths hold
             done, outcome.timed_out = await run_cli(
