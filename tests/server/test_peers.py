@@ -49,3 +49,13 @@ def test_a_nameless_message_is_nobodys_outside_one_stdio_connection() -> None:
     with peers.serving_stdio():
         assert peer(None).client_name == protocol.UNKNOWN_CLIENT  # a new connection
     assert peer(None).client_name == protocol.UNKNOWN_CLIENT  # not serving stdio
+
+
+def test_a_client_that_names_itself_empty_or_unknown_is_a_client_of_its_own() -> None:
+    # Only a clientInfo with no name is nobody's; an empty name, or "unknown" itself, is
+    # what that client chose, kept apart from nobody (and scored like any other).
+    assert peer({"name": "", "version": "1"}).client_name == '""'
+    assert peer({"name": "unknown", "version": "1"}).client_name == '"unknown"'
+    assert peer({"version": "1"}).client_name == protocol.UNKNOWN_CLIENT
+    long = peer({"name": "x" * 1000, "version": "1"}).client_name
+    assert long == peers.client_name_of("x" * 1000) and len(long) < 200

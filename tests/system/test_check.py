@@ -89,6 +89,17 @@ def test_a_command_gets_the_callers_environment_under_a_home_of_its_own(
     assert home != os.environ["HOME"] and "mcp-lab-" in home, home
 
 
+def test_a_client_that_names_itself_nothing_is_still_scored(tmp_path: Path) -> None:
+    # clientInfo name "": the session is that client's, not nobody's (it was level 0).
+    nameless = tmp_path / "nameless_client.py"
+    source = (EXAMPLES / "ideal_client.py").read_text()
+    assert 'name="ideal-client"' in source
+    nameless.write_text(source.replace('name="ideal-client"', 'name=""'))
+    done = mcp_lab("check", "--command", f"{sys.executable} {nameless} {{url}}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'PASS  ""/1.0 in single over http: level 6' in done.stdout
+
+
 def test_the_same_client_as_a_client_file_gets_the_same_row_in_clients_run() -> None:
     client_file = str(EXAMPLES / "ideal-client.toml")
     check = mcp_lab("check", "--client-file", client_file, "--format", "json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -70,6 +71,18 @@ def _stdio_identity(name: str, version: str) -> tuple[str, str]:
     return name, version
 
 
+def client_name_of(name: object) -> str:
+    """The name a client is known by: the clientInfo name it chose, cut; the lab's
+    ``unknown`` only when it named none. A chosen name that would read as none (``""``,
+    or ``unknown`` itself) is kept quoted, a client of its own (``\"\"``)."""
+    if name is None:
+        return UNKNOWN_CLIENT
+    text = str(name)
+    if text in ("", UNKNOWN_CLIENT):
+        return json.dumps(text)
+    return untrusted.cut(text, untrusted.CLIENT_NAME_CHARS)
+
+
 def modern_key(name: str, version: str) -> str:
     """The session key of a 2026-07-28 client, which has no session: its clientInfo,
     each part percent-encoded so that no two clients share a key (``a/b`` + ``c``
@@ -115,7 +128,7 @@ def make_peer(
         name, version = getattr(client_info, "name", None), getattr(client_info, "version", None)
     # Cut where they are taken in: the log, the evidence, the state key and the
     # job target all hold these (services/mcp_lab/untrusted.py).
-    client_name = untrusted.cut(str(name), untrusted.CLIENT_NAME_CHARS) if name else UNKNOWN_CLIENT
+    client_name = client_name_of(name)
     client_version = untrusted.cut(str(version), untrusted.CLIENT_VERSION_CHARS) if version else "?"
     protocol = session.protocol_version
     if requested_protocol is not None:
