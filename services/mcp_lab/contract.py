@@ -21,6 +21,7 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  (``evidence.reader.start_run``); fields ``reason``, ``scenario``
                                  (played and scored under), ``previous_scenario`` (played before)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
+``mcp:state-scope``              the running lab's ``MCP_TEST_STATE_SCOPE`` (session or shared)
 ``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
@@ -124,6 +125,9 @@ def is_event_id(value: str) -> bool:
 
 
 SCENARIO_KEY = "mcp:scenario"  # the scenario the running lab plays (set by the server at start)
+# The running lab's state scope (MCP_TEST_STATE_SCOPE), set by its server and its updater
+# at start: a command of another shell (trigger) acts in the lab's scope, not its own.
+STATE_SCOPE_KEY = "mcp:state-scope"
 # The secret under which the dashboard labels sessions (mcp_lab.evidence.labels).
 LABEL_SECRET_KEY = "mcp:dashboard:label-secret"
 LISTED_KEY_PREFIX = "mcp:listed:"

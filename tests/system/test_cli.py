@@ -108,6 +108,19 @@ async def test_trigger_in_shared_scope_updates_the_shared_state_with_nobody_subs
     assert redis_client.hget(contract.state_key("shared", STATUS_URI), "version") == "2"
 
 
+async def test_trigger_from_another_shell_acts_in_the_scope_of_the_lab_it_finds(
+    lab, redis_url, redis_client
+) -> None:
+    # The lab shares its state; the trigger's own environment says nothing of it.
+    await lab.aupdater(state_scope="shared")
+    assert redis_client.get(contract.STATE_SCOPE_KEY) == "shared"
+    result = await amcp_lab(lab_env(redis_url), "trigger", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["updated"] == [{"scope": "shared", "version": 2, "subscribed": False}]
+    assert redis_client.hget(contract.state_key("shared", STATUS_URI), "version") == "2"
+
+
 def test_trigger_for_an_unknown_session_queues_nothing_and_creates_no_state(
     redis_url, redis_client
 ) -> None:

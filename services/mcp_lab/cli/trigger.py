@@ -6,7 +6,8 @@ queues nothing when there is nothing to update: nobody subscribed to the URI (no
 ``--session``) while each session has a state of its own, or a ``--session`` the
 lab has never seen (the updater would create a state for the typo). In shared
 scope (``MCP_TEST_STATE_SCOPE=shared``) there is always the shared state to update,
-subscribed or not.
+subscribed or not. The scope is the running lab's (its server and updater say it in
+Redis at start), whatever this command's own environment says.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ def _listed(sessions: list[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
+async def _lab_scope(redis: Redis, own: str) -> str:
+    """The state scope of the lab behind ``redis``, as its server and updater set it at
+    start; ``own`` (this command's settings) when no lab said (one older than the key)."""
+    raw = await state.read_raw(redis, "GET", contract.STATE_SCOPE_KEY)
+    said = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return said if said in (contract.SHARED_SCOPE, "session") else own
+
+
 async def _versions(redis: Redis, uri: str, scopes: list[str]) -> dict[str, int]:
     return {scope: await state.read_version(redis, scope, uri) for scope in scopes}
 
@@ -135,7 +144,7 @@ async def run(settings: LabSettings, options: TriggerOptions) -> int:
     redis = state.connect(settings.redis_url)
     try:
         subscribers = await _subscribers(redis, uri)
-        shared = settings.state_scope == contract.SHARED_SCOPE
+        shared = await _lab_scope(redis, settings.state_scope) == contract.SHARED_SCOPE
         if session is None and not subscribers and not shared:
             return Outcome(
                 "nothing-to-update",

@@ -90,6 +90,7 @@ def build_lab(
             await state_jobs.ensure_job_group(redis)
             # What `mcp-lab report` scores by default: the scenario the lab plays.
             await redis.set(contract.SCENARIO_KEY, settings.scenario)
+            await redis.set(contract.STATE_SCOPE_KEY, settings.state_scope)
             await labels.share(redis)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)

@@ -111,6 +111,7 @@ class Updater(TakeOver, Applying):
 
     async def _work(self, connected: Callable[[], None]) -> None:
         await state_jobs.ensure_job_group(self._redis)
+        await self._redis.set(contract.STATE_SCOPE_KEY, self._settings.state_scope)
         # The heartbeat comes first: from now on no other updater takes this
         # one's jobs, not even those it is about to take over.
         await self._beat()
@@ -131,6 +132,7 @@ class Updater(TakeOver, Applying):
         heartbeat, every new one), wait until each is applied when due, then look
         again; return once a look finds nothing and nothing is scheduled."""
         await state_jobs.ensure_job_group(self._redis)
+        await self._redis.set(contract.STATE_SCOPE_KEY, self._settings.state_scope)
         await self._beat()
         await self._take_over_own_leftovers()
         await self._take_over_stranded()
