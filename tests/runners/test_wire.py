@@ -7,8 +7,9 @@ capture agrees with the lab's evidence); here, what it makes of message sequence
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from mcp_lab.runners.wire import CLIENT, LAB, checklist, checklists, messages_in
+from mcp_lab.runners.wire import CLIENT, LAB, checklist, checklists, from_jsonl, messages_in
 
 URI = "test://review/status"
 V1 = "status: pending\nversion: 1\nmessage: x"
@@ -129,8 +130,6 @@ def test_two_stdio_connections_with_the_same_request_ids_stay_apart(tmp_path) ->
     import subprocess
     import sys
 
-    from mcp_lab.runners.wire import from_jsonl
-
     server = ("import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n"
               "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': "
               "{'resources': []} if m['method'] == 'resources/list' else "
@@ -168,3 +167,32 @@ def test_in_a_template_scenario_any_resource_of_the_template_is_the_watched_one(
 
     marks = checklist(wire.messages, template.read_uri, same)
     assert marks["read_initial"] and marks["subscribed"], marks
+
+
+def test_the_stdio_tap_drops_a_line_past_its_limit_and_says_what_is_no_message(
+    tmp_path: Path,
+) -> None:
+    """A client that writes garbage, or a line with no end past the tap's limit: the
+    tap says so (in the lab's log when it has one), passes what it can, and lives."""
+    import subprocess
+    import sys
+
+    from mcp_lab.runners import stdio_tap
+
+    echo = "import sys\nfor line in sys.stdin.buffer:\n    sys.stdout.buffer.write(line)\n"
+    out, log = tmp_path / "wire.jsonl", tmp_path / "lab.log"
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode() + b"\n"
+    endless = b"x" * (stdio_tap._LINE_LIMIT + 5)  # no newline, then the stream ends
+    sent = b"not json \x1b[31m\n" + ping + endless
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_lab.runners.stdio_tap", "--out", str(out), "--log",
+         str(log), "--", sys.executable, "-c", echo],
+        input=sent, capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"Traceback" not in done.stderr
+    assert done.stdout == b"not json \x1b[31m\n" + ping  # the endless line is not passed on
+    said = log.read_text()
+    assert "the client wrote a line that is no JSON-RPC message: not json \\x1b[31m" in said
+    assert f"a line of {len(endless)} bytes, over the tap's limit" in said
+    assert [m.method for m in from_jsonl(out.read_text())] == ["ping", "ping"]  # both ways

@@ -3,12 +3,14 @@
 It runs ``CMD ARGS`` and passes its stdin and stdout through unchanged, a line at a
 time (stdio MCP is one JSON-RPC message a line), keeping each message, each way, with
 the time it passed, as :class:`mcp_lab.runners.wire.WireMessage` lines in ``FILE``
-(written as they pass). Its stderr is the command's. The bridges runner puts it between
-the reference client and a bridge that speaks stdio to its client, and between a bridge
-and the lab's stdio server; the clients runner between a client and the lab's stdio
-server. ``--env-file`` (a JSON object) adds to the command's environment (the lab's
-Redis and settings, whatever the client passes on); ``--log FILE`` appends the
-command's stderr (the lab's log lines) to FILE instead.
+(written as they pass). A line over 16 MiB is dropped, not held; a line that is no JSON
+is passed on unrecorded; the tap says each in the lab's log (bounded). Its stderr is
+the command's. The bridges runner puts it between the reference client and a bridge
+that speaks stdio to its client, and between a bridge and the lab's stdio server; the
+clients runner between a client and the lab's stdio server. ``--env-file`` (a JSON
+object) adds to the command's environment (the lab's Redis and settings, whatever the
+client passes on); ``--log FILE`` appends the command's stderr (the lab's log lines)
+to FILE instead, and the tap's own notes.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import IO
 
+from mcp_lab import untrusted
 from mcp_lab.runners.wire import CLIENT, LAB, messages_in, to_jsonl
 
 STDIO = "stdio"  # the ``http`` of a stdio message
@@ -34,20 +37,90 @@ _LINE_LIMIT = 16 * 1024 * 1024
 _STOP_SECONDS = 10.0
 
 
-def _record(line: bytes, sender: str, out: IO[str]) -> None:
+_CHUNK = 64 * 1024
+_SHOWN_BAD_LINES = 3  # lines that are not JSON, quoted each way (then only counted)
+_EXCERPT_CHARS = 200
+
+
+class _Notes:
+    """What the tap says of a side's lines it cannot pass as messages: into the lab's
+    log when it has one (``--log``), else on stderr; bounded."""
+
+    def __init__(self, log: IO[str] | None) -> None:
+        self._log = log
+        self.not_json: dict[str, int] = {}
+
+    def say(self, text: str) -> None:
+        line = f"mcp-lab stdio tap: {text}\n"
+        if self._log is not None:
+            self._log.write(line)
+            self._log.flush()
+        else:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    def bad_line(self, line: bytes, sender: str) -> None:
+        seen = self.not_json[sender] = self.not_json.get(sender, 0) + 1
+        if seen <= _SHOWN_BAD_LINES:
+            text = untrusted.shown(line.decode("utf-8", "replace").rstrip("\n"), _EXCERPT_CHARS)
+            self.say(f"the {sender} wrote a line that is no JSON-RPC message: {text}")
+
+    def dropped(self, size: int, sender: str) -> None:
+        self.say(f"the {sender} wrote a line of {size} bytes, over the tap's limit of "
+                 f"{_LINE_LIMIT} bytes: dropped, not passed on")  # fmt: skip
+
+
+def _record(line: bytes, sender: str, out: IO[str], notes: _Notes) -> None:
     try:
         payload = json.loads(line)
     except ValueError:
+        notes.bad_line(line, sender)
         return
     out.write(to_jsonl(messages_in(payload, sender, CONNECTION, STDIO, None, None)))
     out.flush()
 
 
+async def _lines(read: asyncio.StreamReader) -> AsyncIterator[tuple[bytes | None, int]]:
+    """Each line as it comes, with its newline (a last one without); a line over
+    :data:`_LINE_LIMIT` bytes is never held whole: it comes as ``(None, its size)``
+    once it ends, or once the stream does."""
+    pending = bytearray()
+    over = 0  # the size of a line past the limit, so far (its bytes dropped)
+    while chunk := await read.read(_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            piece = chunk[start : end + 1]
+            if over or len(pending) + len(piece) > _LINE_LIMIT:
+                yield None, over + len(pending) + len(piece)
+            else:
+                pending += piece
+                yield bytes(pending), 0
+            pending.clear()
+            over, start = 0, end + 1
+        rest = chunk[start:]
+        if over or len(pending) + len(rest) > _LINE_LIMIT:
+            over += len(pending) + len(rest)
+            pending.clear()
+        else:
+            pending += rest
+    if over:
+        yield None, over
+    elif pending:
+        yield bytes(pending), 0
+
+
 async def _pump(
-    read: asyncio.StreamReader, write: Callable[[bytes], None], sender: str, out: IO[str]
+    read: asyncio.StreamReader,
+    write: Callable[[bytes], None],
+    sender: str,
+    out: IO[str],
+    notes: _Notes,
 ) -> None:
-    while line := await read.readline():
-        _record(line, sender, out)
+    async for line, size in _lines(read):
+        if line is None:
+            notes.dropped(size, sender)
+            continue
+        _record(line, sender, out, notes)
         write(line)
 
 
@@ -75,8 +148,9 @@ async def run(
         sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
 
-    requests = asyncio.create_task(_pump(stdin, to_server, CLIENT, out))
-    answers = asyncio.create_task(_pump(child.stdout, to_client, LAB, out))
+    notes = _Notes(log)
+    requests = asyncio.create_task(_pump(stdin, to_server, CLIENT, out, notes))
+    answers = asyncio.create_task(_pump(child.stdout, to_client, LAB, out, notes))
     done, _ = await asyncio.wait({requests, answers}, return_when=asyncio.FIRST_COMPLETED)
     if requests in done:  # the client closed its side: so does the tap
         with contextlib.suppress(OSError):
