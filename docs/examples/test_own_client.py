@@ -22,3 +22,9 @@ def test_the_client_re_reads_after_a_notification_over_stdio(mcp_lab: FixtureLab
     server = shlex.join(mcp_lab.stdio_command)
     subprocess.run([*CLIENT, "--stdio", server], check=True, timeout=60)
     assert mcp_lab.report("ideal-client").level == 6
+
+
+def test_a_client_that_never_starts_is_level_0(mcp_lab: FixtureLab) -> None:
+    verdict = mcp_lab.report("ideal-client")  # nothing connected since the reset
+    assert (verdict.level, verdict.checklist["connected"]) == (0, False)
+    assert verdict.notes == ["no client connected since the last reset"]

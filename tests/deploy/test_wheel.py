@@ -170,5 +170,5 @@ def test_a_pytest_suite_with_the_fixture_passes_from_the_install(
         )
     for argv in ([str(installed.bin / "pytest")], [str(installed.bin / "python"), "-m", "pytest"]):
         out = installed.run(*argv, "-q", "-p", "no:cacheprovider", cwd=tmp_path, timeout=300)
-        expected = 3 if own_services else 2
+        expected = 4 if own_services else 3
         assert f"{expected} passed" in out, out

@@ -125,7 +125,22 @@ def test_a_clients_own_suite_with_the_mcp_lab_fixture_passes(tmp_path: Path) -> 
         cwd=suite, capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "2 passed" in done.stdout
+    assert "3 passed" in done.stdout
+
+
+def test_the_fixtures_verdict_carries_the_scenarios_own_checks(tmp_path: Path) -> None:
+    # In ``repeated`` a test can see how many of the 3 updates its client heard.
+    from mcp_lab.runners.clients import fixture_lab
+
+    lab = fixture_lab.start(tmp_path, "repeated")
+    try:
+        argv = [sys.executable, str(EXAMPLES / "ideal_client.py"), lab.url]
+        subprocess.run(argv, check=True, timeout=60, capture_output=True)
+        verdict = lab.report("ideal-client")
+    finally:
+        lab.stop()
+    assert set(verdict.checks) == {"notified_each", "re_read_each"}, verdict
+    assert all(answer.endswith("/3") for answer in verdict.checks.values()), verdict.checks
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,9 @@ class LabVerdict:
     notes: list[str] = field(default_factory=list)
     # connected, listed, read, subscribed, notified, re_read: reached or not
     checklist: dict[str, bool] = field(default_factory=dict)
+    # The scenario's own checkpoints, by key: their answers ("3/3" updates notified in
+    # ``repeated``, "yes"...), so a test can hold a client to them (mcp-lab scenarios).
+    checks: dict[str, str] = field(default_factory=dict)
 
 
 class FixtureLab:
@@ -87,10 +90,19 @@ class FixtureLab:
 
     def report(self, client_name: str | None = None) -> LabVerdict:
         """The verdict of ``client_name`` (its clientInfo name) since the last reset;
-        without a name, of the one client there was. LookupError naming the clients
-        seen when that one is not among them (or there were several)."""
+        without a name, of the one client there was. With no client at all, a level-0
+        verdict that says so; LookupError naming the clients seen when the one asked for
+        is not among them (or, without a name, there were several)."""
         _, made = self._call(self._lab.evidence())
         clients = [c for c in made.clients if c.client != protocol.UNKNOWN_CLIENT]
+        if not clients:  # nothing to name: no client at all is a verdict, level 0
+            seen = ", ".join(f"{c.client}/{c.version}" for c in made.clients)
+            why = "no client connected since the last reset"
+            return LabVerdict(
+                client_name or "", "", 0, LEVEL_NAMES[0],
+                [f"{why} (only messages of no client: {seen})" if seen else why],
+                {box: False for box in CHECKPOINT_BOXES.values()},
+            )  # fmt: skip
         if client_name is not None:
             clients = [c for c in clients if c.client == client_name]
         if len(clients) != 1:
@@ -118,6 +130,7 @@ def _verdict(client: ClientScore) -> LabVerdict:
         LEVEL_NAMES[client.level],
         list(client.notes),
         checklist,
+        {check.key: check.answer for check in client.checks},
     )
 
 
