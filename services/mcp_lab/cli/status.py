@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 from typing import Any
 
-from mcp_lab import contract
+from mcp_lab import contract, untrusted
 from mcp_lab.catalog import LAB_CATALOG
 from mcp_lab.cli.healthcheck import http_get
 from mcp_lab.cli.where import Where
@@ -56,10 +58,30 @@ async def _redis_facts(url: str, consumer: str) -> dict[str, Any]:
     except TimeoutError:
         return {"reachable": False, "error": f"no answer within {_REDIS_TIMEOUT_SECONDS} s"}
     except (RedisError, OSError) as exc:
-        return {"reachable": False, "error": str(exc)}
+        return {"reachable": False, "error": redis_error_text(exc)}
     finally:
         await redis.aclose()
     return {"reachable": True, "updater_alive": alive, "subscribed": subscribed}
+
+
+# redis-py's words for a failed connect: "Error 111 connecting to HOST:PORT. <why>."
+_CONNECT_ERROR = re.compile(
+    r"Error (-?\d+) connecting to (?:\S+:\d+|/\S*?)\.\s*(.*?)\.?$", re.DOTALL
+)
+_ERROR_CHARS = 120  # of any other error's text, on the Redis line
+
+
+def redis_error_text(exc: BaseException) -> str:
+    """Why Redis did not answer, short enough for the status line that already names
+    its URL: ``connection refused`` for redis-py's "Error 111 connecting to HOST:PORT.
+    Connect call failed (...)", the resolver's words for a name that does not resolve,
+    and any other error's first line, cut."""
+    text = str(exc).strip() or type(exc).__name__
+    found = _CONNECT_ERROR.match(text)
+    if found:
+        code, why = int(found.group(1)), found.group(2)
+        return (os.strerror(code) if code > 0 else why).lower() or f"error {code}"
+    return untrusted.shown(text.splitlines()[0], _ERROR_CHARS)
 
 
 async def _server_facts(

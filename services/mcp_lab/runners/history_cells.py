@@ -197,6 +197,30 @@ def why_text(text: str) -> str:
     return untrusted.shown(text, WHY_CHARS)
 
 
+# The JSON's fields that name something (a table's cells): cut as a table cuts a name.
+_NAMING = frozenset(
+    "client bridge version previous_version scenario setup transport protocol".split()
+)
+
+
+def json_cut(value: Any, key: str = "") -> Any:
+    """``value`` (the history's JSON) with every string cut as the table cuts it: a
+    name, version, scenario or setup (``key`` one of :data:`_NAMING`, or a dict's key)
+    to a report's cell, any other text to :data:`NOTE_CHARS`. JSON escapes control
+    characters itself, so nothing more is escaped here."""
+    if isinstance(value, str):
+        limit = untrusted.TABLE_CELL_CHARS if key in _NAMING else NOTE_CHARS
+        return untrusted.cut(value, limit)
+    if isinstance(value, dict):
+        return {
+            untrusted.cut(str(k), untrusted.TABLE_CELL_CHARS): json_cut(v, str(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [json_cut(item, key) for item in value]
+    return value
+
+
 def when(entry: Kept) -> str:
     """An entry's date as a table shows it: ``2026-12-01 10:00``, and for identical
     entries taken together ``2026-12-01 10:00 (+2 more to 2026-12-03)``."""

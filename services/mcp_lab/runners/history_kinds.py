@@ -165,7 +165,11 @@ class HistoryKind(Generic[R, E, C]):
         data: dict[str, Any] = {"database": str(where)} if where is not None else {}
         data.update(self.json_head(found))
         data[self.plural] = [{self.name: name, "cells": kept} for name, kept in programs.items()]
-        return data
+        # Cut like the table: a client chose its name, version and notes.
+        cut: dict[str, Any] = history_cells.json_cut(data)
+        if where is not None:
+            cut["database"] = str(where)  # the lab's own path, whole
+        return cut
 
     def matrix(self, path: Path | None = None) -> dict[str, Any]:
         """The dashboard's part: every cell's latest verdict and its history (the newest

@@ -181,3 +181,38 @@ def test_a_client_named_twice_runs_once(kept: Path, monkeypatch: pytest.MonkeyPa
         main(["clients", "run", "--client", "inspector", "--client", "inspector", "--quiet"])
     assert exit_code.value.code == 0
     assert asked == [["inspector"]]
+
+
+def _strings(value: object) -> list[str]:
+    """Every string of a JSON value, its keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(s for v in value.values() for s in _strings(v))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def test_the_history_json_cuts_what_a_client_chose_like_the_table(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``clients history --format json`` and the dashboard's ``/api/matrix`` carry a
+    5,001-character name and version cut to a report's cell, and a note and a check's
+    title to a note, as the table prints them (they were whole)."""
+    named = row("9" * 5_001, 3, OLD)
+    named.client = "n" * 5_001
+    named.notes = ["x" * 50_000]
+    named.checks = [{"key": "k", "title": "t" * 5_001, "answer": "no", "at_s": None}]
+    CLIENT_HISTORY.record([named], RUN, path=kept)
+    with pytest.raises(SystemExit):
+        main(["clients", "history", "--format", "json"])
+    printed = json.loads(capsys.readouterr().out)
+    for data in (printed, CLIENT_HISTORY.matrix(kept)):
+        strings = _strings(data)
+        (program,) = data["clients"]
+        assert program["client"] == "n" * 60 + "...(5001 chars)"
+        assert program["cells"][0]["latest"]["version"] == "9" * 60 + "...(5001 chars)"
+        assert program["cells"][0]["latest"]["notes"] == ["x" * 300 + "...(50000 chars)"]
+        assert max(len(s) for s in strings if s != printed.get("database")) < 400
+    assert printed["database"] == str(kept)
