@@ -140,6 +140,8 @@ class StubLab:
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._accepting = asyncio.Event()
         self._accepting.set()
+        self._reporting = asyncio.Event()
+        self._reporting.set()
         self.app = Starlette(
             routes=[
                 Route("/", self.index),
@@ -161,6 +163,7 @@ class StubLab:
         return HTMLResponse(exports.page())  # the page as the lab serves it
 
     async def current(self, request: Request) -> Response:
+        await self._reporting.wait()  # held by hold_reports
         return JSONResponse(self.report)
 
     async def picture(self, request: Request) -> Response:
@@ -232,12 +235,20 @@ class StubLab:
     def release_streams(self) -> None:
         self._run(self._accepting.set)
 
+    def hold_reports(self) -> None:
+        """Keep every ``/api/report`` waiting (no answer yet)."""
+        self._run(self._reporting.clear)
+
+    def release_reports(self) -> None:
+        self._run(self._reporting.set)
+
     def shutdown(self) -> None:
         """End every stream and refuse new ones, so the server stops at once."""
 
         def close() -> None:
             self._closed = True
             self._accepting.set()
+            self._reporting.set()
             self._end_streams()
 
         self._run(close)
@@ -433,7 +444,15 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
     from mcp_lab.runners.clients.matrix import Check, ClientRow
 
     def row(version: str, level: int, subscribed: str) -> ClientRow:
-        made = ClientRow("inspector", version, "single", "no tool", level=level, server_level=level)
+        made = ClientRow(
+            "inspector",
+            version,
+            "single",
+            "no tool",
+            transport="http",
+            level=level,
+            server_level=level,
+        )
         made.checklist = {"read": Check("yes", 1.0), "subscribed": Check(subscribed)}
         return made
 
@@ -448,7 +467,7 @@ def test_the_matrix_view_shows_the_latest_verdict_and_the_history_behind_it(
     expect(page.locator("#run-view")).to_be_hidden()
     expect(page.locator("#matrix-head th")).to_have_text(["Client", "single"])
     cell = page.locator('#matrix-rows tr[data-client="inspector"] td[data-scenario="single"]')
-    expect(cell.locator(".setup")).to_have_text("no tool: 5 notified 2.13.0 · 2026-12-01")
+    expect(cell.locator(".setup")).to_have_text("no tool · http: 5 notified 2.13.0 · 2026-12-01")
     expect(cell.locator("summary")).to_have_text("history: 2 verdict(s), 1 change(s)")
     cell.locator("summary").click()
     expect(cell.locator("li.changed")).to_have_text(
@@ -498,4 +517,64 @@ def test_the_matrix_view_shows_the_bridges_latest_marks_and_their_history(
         "2026-12-01 10:00 · 4.1.0 · changed: 4.1.0: notified passed 1/1 (was dropped 0/1)"
     )
     expect(page.locator("#no-bridges")).to_be_hidden()
+    assert errors == []
+
+
+def test_the_page_says_no_client_only_once_a_report_says_so(stub_lab, page, errors):
+    """Before the lab's first report arrives (report and stream held), the page says it
+    is waiting; "No client has connected yet." comes with a report that has none (it
+    was painted first, before any data)."""
+    stub, base_url = stub_lab
+    stub.hold_streams()
+    stub.hold_reports()
+    stub.report = {**report_at(0), "clients": []}
+    page.goto(base_url)
+    expect(page.locator("#waiting")).to_be_visible()
+    expect(page.locator("#no-clients")).to_be_hidden()
+    stub.release_reports()
+    expect(page.locator("#no-clients")).to_be_visible()
+    expect(page.locator("#waiting")).to_be_hidden()
+    assert errors == []
+
+
+def test_the_matrix_labels_each_transport_and_fits_1280_px(stub_lab, page, errors, tmp_path):
+    """Six scenarios, each run over http and stdio in two setups: every cell names its
+    transport, and the whole table (its last column too) is inside a 1280 px window."""
+    from mcp_lab.runners.clients.history import CLIENT_HISTORY
+    from mcp_lab.runners.clients.matrix import Check, ClientRow
+
+    scenarios = ["single", "repeated", "unsubscribe", "list-changed", "template", "multi"]
+    rows = []
+    for scenario in scenarios:
+        for setup in ("no tool", "tool"):
+            for transport in ("http", "stdio"):
+                made = ClientRow(
+                    "typescript-sdk",
+                    "1.32.2",
+                    scenario,
+                    setup,
+                    transport=transport,
+                    level=6,
+                    server_level=6,
+                )
+                made.checklist = {"read": Check("yes", 1.0)}
+                rows.append(made)
+    kept = tmp_path / "history.sqlite3"
+    CLIENT_HISTORY.record(rows, path=kept, when="2026-12-01T10:00:00Z")
+    stub, base_url = stub_lab
+    stub.matrix = CLIENT_HISTORY.matrix(kept)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{base_url}/#matrix")
+    cell = page.locator('#matrix-rows td[data-scenario="single"]')
+    expect(cell.locator('[data-transport="stdio"] .setup').first).to_have_text(
+        "no tool · stdio: 6 re-read 1.32.2 · 2026-12-01"
+    )
+    expect(cell.locator('[data-transport="http"]')).to_have_count(2)
+    expect(page.locator("#matrix-head th")).to_have_count(len(scenarios) + 1)
+    right = page.evaluate(
+        "Math.max(...[...document.querySelectorAll('#matrix th, #matrix td')]"
+        ".map((n) => n.getBoundingClientRect().right))"
+    )
+    assert right <= 1280, f"the matrix runs to {right} px"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert errors == []
