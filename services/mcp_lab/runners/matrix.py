@@ -13,6 +13,9 @@ runners' ``--format`` offers.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,6 +29,14 @@ FORMATS: dict[str, str] = {
     MARKDOWN: "as in {docs}",
     JSON: "every row",
 }
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal the table is printed on; None when stdout is no
+    terminal (a file, a pipe: the table keeps its columns, one line per row)."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def formats_help(docs: str) -> str:
@@ -46,12 +57,38 @@ class Matrix(Generic[R]):
     legend: str  # the line between the table and the rows' notes
     key: str  # the JSON's key for the list of rows
     row_json: Callable[[R], dict[str, Any]]
+    # How many of the first columns name a row (client, version, scenario, ...): in the
+    # narrow table they are the row's first line, the other columns the lines under it.
+    naming: int
 
-    def table(self, rows: list[R]) -> str:
+    def table(self, rows: list[R], width: int | None = None) -> str:
+        """The rows as columns, or, when that is wider than ``width`` (a terminal's), a
+        block per row: what names it on one line, then ``column answer`` pairs wrapped
+        to ``width``. Then the legend and each row's notes."""
         lines = [list(self.columns), *(self.cells(r) for r in rows)]
         widths = [max(len(line[i]) for line in lines) for i in range(len(self.columns))]
         text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
-        return "\n".join([*text, "", self.legend, *(self.table_note(r) for r in rows)])
+        notes = [self.table_note(r) for r in rows]
+        if width is not None and max(len(line.rstrip()) for line in text) > width:
+            text = [part for cells in lines[1:] for part in self._block(cells, width)]
+            notes = [
+                line
+                for note in notes
+                for line in textwrap.wrap(note, width, subsequent_indent="    ") or [""]
+            ]
+        return "\n".join([*text, "", self.legend, *notes])
+
+    def _block(self, cells: list[str], width: int) -> list[str]:
+        pairs = [
+            f"{name} {cell}"
+            for name, cell in zip(self.columns[self.naming :], cells[self.naming :], strict=True)
+            if cell not in ("", "-")
+        ]
+        wrapped = textwrap.wrap(
+            " · ".join(pairs), width, initial_indent="    ", subsequent_indent="    ",
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
+        return [" · ".join(cells[: self.naming]), *wrapped]
 
     def markdown(self, rows: list[R]) -> str:
         head = [*self.columns, "notes"]
@@ -72,5 +109,5 @@ class Matrix(Generic[R]):
         if form == MARKDOWN:
             return self.markdown(rows)
         if form == TABLE:
-            return self.table(rows) + "\n"
+            return self.table(rows, terminal_width()) + "\n"
         raise ValueError(f"unknown format {form!r}; known: {', '.join(FORMATS)}")

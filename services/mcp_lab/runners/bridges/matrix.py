@@ -48,5 +48,6 @@ BRIDGE_MATRIX: Matrix[BridgeRow] = Matrix(
     markdown_notes=_bridge_markdown_notes,
     legend="notified, list_changed and resume: ms from the lab's send to the client",
     key="bridges",
+    naming=5,
     row_json=BridgeRow.to_json,
 )

@@ -169,6 +169,7 @@ CLIENT_MATRIX: Matrix[ClientRow] = Matrix(
     markdown_notes=_client_markdown_notes,
     legend="times: seconds after the client started; pull is never a level",
     key="clients",
+    naming=6,
     row_json=ClientRow.to_json,
 )
 
