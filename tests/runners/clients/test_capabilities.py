@@ -4,41 +4,40 @@ export --format mcp-client-capabilities`` and ``mcp-lab clients declared``.
 The database is the real npm package ``mcp-client-capabilities`` at the lab's pin,
 installed into the clients' cache on first use (with ``CI=true`` a package that cannot
 be installed is a failure, elsewhere the tests skip). The history is a real SQLite
-file written by ``CLIENT_HISTORY.record`` with rows made here.
+file written by ``CLIENT_HISTORY.record`` with rows made here. The export is checked
+by the package's own validator under node and against its own types under ``tsc``
+(capabilities_support); keyed by the name sent: test_capabilities_sent.py.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
 
-from mcp_lab.cli.main import main
 from mcp_lab.runners.clients import capabilities
 from mcp_lab.runners.clients.history import CLIENT_HISTORY
-from mcp_lab.runners.clients.matrix import CHECKLIST, Check, ClientRow
 from mcp_lab.runners.clients.pins import CLIENTS
 from mcp_lab.runners.history_store import HISTORY_ENV
-from mcp_lab.runners.install import InstallError
-from tests.support.ci import IN_CI
+from tests.runners.clients.capabilities_support import (
+    READ,
+    SUBSCRIBED,
+    export_files,
+    pinned_database,
+    row,
+    run_cli,
+    run_types,
+    run_validator,
+)
 from tests.support.lab import ROOT
 
 
 @pytest.fixture(scope="module")
 def database() -> capabilities.Database:
-    """The pinned database, installed on first use."""
-    try:
-        return capabilities.load(capabilities.PIN)
-    except (InstallError, capabilities.DatabaseError) as exc:
-        if IN_CI:
-            pytest.fail(f"CI=true and the client database is not installable: {exc}")
-        pytest.skip(f"the client database is not installable here: {exc}")
+    return pinned_database()
 
 
 @pytest.fixture
@@ -46,44 +45,6 @@ def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "history.sqlite3"
     monkeypatch.setenv(HISTORY_ENV, str(where))
     return where
-
-
-def row(
-    client: str,
-    version: str,
-    answers: dict[str, str],
-    *,
-    level: int = 3,
-    scenario: str = "single",
-    setup: str = "no tool",
-    transport: str = "http",
-    checks: list[dict[str, Any]] | None = None,
-) -> ClientRow:
-    made = ClientRow(client, version, scenario, setup, protocol="2025-11-25", transport=transport)
-    made.level = made.server_level = level
-    made.checklist = {key: Check(answers.get(key, "no"), 1.0) for key in CHECKLIST}
-    made.checks = checks or []
-    made.runs = {"scored": f"/runs/{client}-{version}/{scenario}/{setup}/{transport}"}
-    return made
-
-
-READ = {"connected": "yes", "listed": "yes", "read": "yes"}
-SUBSCRIBED = {**READ, "subscribed": "yes", "notified": "yes", "re_read": "yes"}
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_code:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exit_code.value.code or 0), out, err
-
-
-def export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    target = tmp_path / "export.json"
-    code, _, err = run_cli(["clients", "export", "--output", str(target)], capsys)
-    assert code == 0, err
-    data: dict[str, Any] = json.loads(target.read_text())
-    return data
 
 
 def test_the_database_is_the_installed_package_read_as_data(
@@ -108,7 +69,7 @@ def test_the_database_is_the_installed_package_read_as_data(
         jsonschema.validate(entry, database.schema)
 
 
-def test_the_export_validates_against_the_databases_own_types_and_validator(
+def test_the_export_passes_the_packages_own_types_under_tsc_and_its_validator(
     database: capabilities.Database,
     kept: Path,
     tmp_path: Path,
@@ -117,25 +78,28 @@ def test_the_export_validates_against_the_databases_own_types_and_validator(
     CLIENT_HISTORY.record(
         [row("claude-code", "2.1.197", READ), row("inspector", "2.12.0", SUBSCRIBED)]
     )
-    exported = export(tmp_path, capsys)
+    exported, lab, _ = export_files(tmp_path, capsys)
     assert set(exported) == {"claude-code", "inspector-cli"}
     for entry in exported.values():
         jsonschema.validate(entry, database.schema)
+        assert "experimental" not in entry  # not in McpClientRecord: the lab's go beside
+    # The lab's fields are in a file beside it, keyed alike.
+    assert capabilities.lab_file(tmp_path / "export.json").name == "export.mcp-subscribe-lab.json"
+    assert set(lab["clients"]) == set(exported)
     # The package's own validator (dist/validate.js, its `npm test`) over the export, in a
     # copy of the package whose data file is the export.
-    node = shutil.which("node")
-    if node is None:
-        if IN_CI:
-            pytest.fail("CI=true and no node on PATH")
-        pytest.skip("no node on PATH")
-    copy = tmp_path / "dist"
-    shutil.copytree(database.root / "dist", copy)
-    (copy / "mcp_client_capabilities" / "mcp-clients.json").write_text(json.dumps(exported))
-    checked = subprocess.run(
-        [node, str(copy / "validate.js")], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "Found 2 client(s)" in checked.stdout
+    said = run_validator(database, (tmp_path / "export.json").read_text(), tmp_path / "v")
+    assert "Found 2 client(s)" in said
+    # Its own types, under tsc --strict: the file imported as ClientsIndex, each entry
+    # as an McpClientRecord literal.
+    checked = run_types(database, exported, tmp_path / "ts")
+    assert checked.startswith("0\n"), checked
+    # The check is real: an entry with a key the types lack (as every entry had,
+    # "experimental", before) is refused, TS2353.
+    with_lab = {name: {**entry, "experimental": {capabilities.LAB_KEY: {}}}
+                for name, entry in exported.items()}  # fmt: skip
+    refused = run_types(database, with_lab, tmp_path / "ts-refused")
+    assert not refused.startswith("0\n") and refused.count("TS2353") == 2, refused
 
 
 def test_an_entry_outside_the_types_is_refused(database: capabilities.Database) -> None:
@@ -143,6 +107,7 @@ def test_an_entry_outside_the_types_is_refused(database: capabilities.Database) 
     capabilities.validate({"x": good}, database)
     for bad in (
         {**good, "observed": {}},  # a key the types do not have
+        {**good, "experimental": {}},  # the validator takes it, the types do not
         {**good, "resources": {"notified": True}},
         {**good, "resources": {"subscribe": "yes"}},
         {"title": "T", "url": "u"},  # no protocolVersion
@@ -171,12 +136,14 @@ def test_the_export_takes_the_newest_version_single_http_and_its_best_setup(
     )
     failed = row("claude-code", "2.1.197", {}, setup="tool").fail("could not start")
     CLIENT_HISTORY.record([failed], when="2026-12-03T10:00:00Z")
-    entry = export(tmp_path, capsys)["claude-code"]
+    exported, beside, _ = export_files(tmp_path, capsys)
+    entry = exported["claude-code"]
     assert entry["title"] == database.clients["claude-code"]["title"]
     assert entry["url"] == database.clients["claude-code"]["url"]
     assert entry["protocolVersion"] == "2025-11-25"
     assert entry["resources"] == {"subscribe": True}
-    lab = entry["experimental"][capabilities.LAB_KEY]
+    assert beside["database"] == f"{capabilities.PACKAGE}@{capabilities.PIN}"
+    lab = beside["clients"]["claude-code"]
     assert (lab["client"], lab["version"], lab["scenario"], lab["setup"], lab["transport"]) == (
         "claude-code",
         "2.1.197",
@@ -195,7 +162,7 @@ def test_the_export_takes_the_newest_version_single_http_and_its_best_setup(
     assert lab["level"] == 4
     assert lab["recorded"] == "2026-12-02T10:00:00Z"
     assert lab["lab_version"]
-    assert lab["runs"] == {"scored": "/runs/claude-code-2.1.197/single/tool/http"}
+    assert lab["runs"] == {"scored": "claude-code-2.1.197/single/tool/http"}  # no local path
     assert lab["in_database"] == f"{capabilities.PACKAGE}@{capabilities.PIN}"
 
 
@@ -208,13 +175,14 @@ def test_a_client_the_database_lacks_gets_its_package_as_url(
     CLIENT_HISTORY.record(
         [row("inspector", "2.12.0", {"connected": "yes"}), row("ideal-client", "1", READ)]
     )
-    exported = export(tmp_path, capsys)
+    exported, beside, err = export_files(tmp_path, capsys)
     # ideal-client has no client file: its clientInfo name is not known, so it is left out.
     assert set(exported) == {"inspector-cli"}
     entry = exported["inspector-cli"]
     assert entry["url"] == "pkg:npm/%40modelcontextprotocol/inspector@2.12.0"
     assert "resources" not in entry  # neither listed nor read
-    assert entry["experimental"][capabilities.LAB_KEY]["in_database"] is None
+    assert beside["clients"]["inspector-cli"]["in_database"] is None
+    assert "left out ideal-client:" in err and "--client-file" in err
 
 
 def test_a_hostile_client_info_name_reaches_stderr_cut_on_one_line(
@@ -249,10 +217,10 @@ def test_clients_that_send_one_clientinfo_name_share_its_entry(
         [row("lib-a", "1.0", READ, level=3), row("lib-b", "2.0", SUBSCRIBED, level=6)]
     )
     found = capabilities.observed(CLIENT_HISTORY.read(kept), clients)
-    out, notes = capabilities.export(found, database)
-    assert list(out) == ["mcp"]
+    out, beside, notes = capabilities.export(found, database)
+    assert list(out) == ["mcp"] == list(beside)
     assert out["mcp"]["resources"] == {"subscribe": True}  # lib-b's: the best level
-    lab = out["mcp"]["experimental"][capabilities.LAB_KEY]
+    lab = beside["mcp"]
     assert lab["client"] == "lib-b"
     assert [(o["client"], o["observed"]["subscribed"]) for o in lab["same_client_info"]] == [
         ("lib-a", False)

@@ -6,19 +6,23 @@ declare (``resources: {subscribe, listChanged}``, ...), declared by hand and nev
 observed. The lab reads it as data at run time: the npm package at :data:`PIN` (or
 ``--database-version``), installed once into the clients' cache, its data
 (``dist/mcp_client_capabilities/mcp-clients.json``) and its own types
-(``dist/types.d.ts``, read into a JSON Schema here) taken from there. The npm package,
+(``dist/types.d.ts``, read into a JSON Schema by
+:mod:`mcp_lab.runners.clients.capabilities_types`) taken from there. The npm package,
 not PyPI's: PyPI's needs Python 3.12 (the lab runs on 3.11), and its types name the keys
 ``list_changed`` and ``protocol_version`` where its JSON has ``listChanged`` and
 ``protocolVersion``.
 
 ``mcp-lab clients export --format mcp-client-capabilities`` writes the lab's history in
-that shape, one entry per client the lab has run (keyed by its client file's
-``client_info``), from its newest version observed (scenario ``single``, transport
-``http`` where there are such rows, and the setup with the best level). The lab's own
-fields (what it saw, the run's date, lab version and folders) go under
-``experimental["mcp-subscribe-lab"]``: ``experimental`` is MCP's place for capabilities
-outside the spec, and the package's own validator (``dist/validate.js``) accepts it.
-``mcp-lab clients declared`` sets what the database declares beside what the lab saw.
+that shape, one entry per client the lab has run, keyed by the ``clientInfo`` name the
+client sent (:mod:`mcp_lab.runners.clients.capabilities_evidence`: the row's note when
+it sent another than its client file's ``client_info``, else that one; a user's client
+file is given with ``--client-file``), from its newest version observed (scenario
+``single``, transport ``http`` where there are such rows, and the setup with the best
+level). Each entry is the package's ``McpClientRecord`` and nothing else (checked
+against its types); the lab's own fields (what it saw, the expected name where the
+client sent another, the run's date, lab version and run folders, none a local path)
+go into a file beside it, keyed by the same names. ``mcp-lab clients declared`` sets
+what the database declares for the name sent beside what the lab saw.
 """
 
 from __future__ import annotations
@@ -26,21 +30,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from mcp_lab import untrusted
-from mcp_lab.runners.clients import history
-from mcp_lab.runners.clients.definition import ANY_CLIENT, HTTP, NPM, PYPI, ClientDef
+from mcp_lab.runners.clients import capabilities_evidence as shared
+from mcp_lab.runners.clients import capabilities_types, history
+from mcp_lab.runners.clients.capabilities_types import DatabaseError, record_schema
+from mcp_lab.runners.clients.definition import ANY_CLIENT, HTTP, ClientDef, load_client
 from mcp_lab.runners.clients.pins import CLIENTS
+from mcp_lab.runners.definitions import with_files
 from mcp_lab.runners.history_cells import cell_text
-from mcp_lab.runners.history_store import history_path
 from mcp_lab.runners.install import (
     CLIENTS_CACHE,
     InstallError,
@@ -50,21 +51,17 @@ from mcp_lab.runners.install import (
 )
 from mcp_lab.runners.versions import version_key
 
+__all__ = ["DatabaseError", "record_schema"]
+
 PACKAGE = "mcp-client-capabilities"
 PIN = "0.0.14"
 FORMAT = "mcp-client-capabilities"
-LAB_KEY = "mcp-subscribe-lab"  # the lab's fields, under each entry's "experimental"
+LAB_KEY = "mcp-subscribe-lab"  # the lab's file beside the export: <stem>.mcp-subscribe-lab.json
 _DATA = Path("dist") / "mcp_client_capabilities" / "mcp-clients.json"
 _TYPES = Path("dist") / "types.d.ts"
-_RECORD = "McpClientRecord"
 _COMPARED = ("resources", "subscribe", "listChanged")
 SINGLE = "single"
 _LIST_CHANGED_SCENARIO = "list-changed"
-_NOTE_CHARS = 400  # a note on stderr, at most (each one line, its controls escaped)
-
-
-class DatabaseError(ValueError):
-    """The database's package is not what the lab can read, or an export fails its types."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +72,13 @@ class Database:
     root: Path  # the installed package
 
 
-def install(version: str = PIN) -> Path:
-    """The package at ``version`` (``latest``: npm's newest now), installed once into
-    ``<clients cache>/mcp-client-capabilities-<version>``; InstallError if it cannot be."""
-    version = resolve_version(PACKAGE, version)
-    prefix = cache_dir(CLIENTS_CACHE) / f"{PACKAGE}-{version}"
-    root = prefix / "node_modules" / PACKAGE
+def install(version: str = PIN, package: str = PACKAGE) -> Path:
+    """The npm ``package`` (default the database) at ``version`` (``latest``: npm's
+    newest now), installed once into ``<clients cache>/<package>-<version>``; its folder
+    in there. InstallError if it cannot be."""
+    version = resolve_version(package, version)
+    prefix = cache_dir(CLIENTS_CACHE) / f"{package.replace('/', '+')}-{version}"
+    root = prefix / "node_modules" / package
     if (prefix / ".mcp-lab-installed").exists():
         return root
     npm = shutil.which("npm")
@@ -92,12 +90,12 @@ def install(version: str = PIN) -> Path:
     building.mkdir(parents=True)
     argv = [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
     try:
-        checked([*argv, str(building), f"{PACKAGE}@{version}"], f"npm install {PACKAGE}@{version}")
-        (building / ".mcp-lab-installed").write_text(f"{PACKAGE}@{version}\n")
+        checked([*argv, str(building), f"{package}@{version}"], f"npm install {package}@{version}")
+        (building / ".mcp-lab-installed").write_text(f"{package}@{version}\n")
         building.rename(prefix)
     except OSError as exc:
         if not (prefix / ".mcp-lab-installed").exists():  # not another's install, done first
-            raise InstallError(f"{PACKAGE}@{version} could not be put in {prefix}: {exc}") from exc
+            raise InstallError(f"{package}@{version} could not be put in {prefix}: {exc}") from exc
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return root
@@ -116,85 +114,9 @@ def load(version: str = PIN) -> Database:
     return Database(str(meta.get("version", version)), clients, schema, root)
 
 
-# -- the package's types as a JSON Schema ---------------------------------------------
-
-_TOKEN = re.compile(r"[A-Za-z_$][\w$]*|[?:;{}]|\S")
-_SCALARS = {"string": "string", "boolean": "boolean", "number": "number"}
-
-
-def record_schema(types: str) -> dict[str, Any]:
-    """The JSON Schema of ``interface McpClientRecord`` in ``types`` (a ``.d.ts``): its
-    members, optional or not, each ``string``, ``boolean``, ``number`` or an object of
-    such members; objects with members are closed (as the package's validator has them),
-    ``{}`` is any object. The top level also takes ``experimental``, as MCP's
-    capabilities and the package's validator do. DatabaseError for any other form."""
-    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", types, flags=re.S)
-    start = re.search(rf"\binterface\s+{_RECORD}\s*(?=\{{)", text)
-    if start is None:
-        raise DatabaseError(f"the types name no interface {_RECORD}")
-    tokens = iter(_TOKEN.findall(text, start.end()))
-    schema = _object(tokens)
-    if "properties" not in schema:
-        raise DatabaseError(f"the types' {_RECORD} has no members")
-    schema["properties"]["experimental"] = {"type": "object"}
-    return schema
-
-
-def _object(tokens: Iterator[str], opened: bool = False) -> dict[str, Any]:
-    if not opened:
-        _expect(tokens, "{")
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    while (name := next(tokens, "")) != "}":
-        if not re.fullmatch(r"[A-Za-z_$][\w$]*", name):
-            raise DatabaseError(f"{_RECORD}: a member the lab does not read at {name!r}")
-        optional = (token := next(tokens, "")) == "?"
-        if optional:
-            token = next(tokens, "")
-        if token != ":":
-            raise DatabaseError(f"{_RECORD}.{name}: expected ':' but found {token!r}")
-        properties[name] = _type(tokens, name)
-        if not optional:
-            required.append(name)
-    if not properties:
-        return {"type": "object"}
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-def _type(tokens: Iterator[str], name: str) -> dict[str, Any]:
-    token = next(tokens, "")
-    if token == "{":
-        found = _object(tokens, opened=True)
-    elif token in _SCALARS:
-        found = {"type": _SCALARS[token]}
-    else:
-        raise DatabaseError(f"{_RECORD}.{name}: a type the lab does not read at {token!r}")
-    end = next(tokens, "")
-    if end != ";":
-        raise DatabaseError(f"{_RECORD}.{name}: a type the lab does not read ({token} {end} ...)")
-    return found
-
-
-def _expect(tokens: Iterator[str], want: str) -> None:
-    if (found := next(tokens, "")) != want:
-        raise DatabaseError(f"{_RECORD}: expected {want!r} but found {found!r}")
-
-
 def validate(exported: dict[str, Any], db: Database) -> None:
     """DatabaseError naming the first entry of ``exported`` that fails the types."""
-    import jsonschema  # type: ignore[import-untyped]  # (only here: every mcp-lab starts faster)
-
-    checker = jsonschema.Draft202012Validator(db.schema)
-    for name, entry in exported.items():
-        error = jsonschema.exceptions.best_match(checker.iter_errors(entry))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(entry)"
-            raise DatabaseError(f"{name}: {where}: {error.message}")
+    capabilities_types.validate(exported, db.schema)
 
 
 # -- what the lab observed --------------------------------------------------------------
@@ -202,8 +124,8 @@ def validate(exported: dict[str, Any], db: Database) -> None:
 
 @dataclass(frozen=True)
 class Observed:
-    """One client the lab has run: its built-in client file (None: none), its chosen
-    row (None: only runner failures), and whether it listed again after list_changed
+    """One client the lab has run: its client file (None: none known), its chosen row
+    (None: only runner failures), and whether it listed again after list_changed
     (None: the list-changed scenario did not show it)."""
 
     spec: ClientDef | None
@@ -211,9 +133,27 @@ class Observed:
     list_changed: bool | None
 
     @property
-    def client_info(self) -> str | None:
+    def expected(self) -> str | None:
+        """The clientInfo name its client file expects (None: no file, or any name)."""
         info = self.spec.client_info if self.spec else ""
         return info if info and info != ANY_CLIENT else None
+
+    @property
+    def sent(self) -> list[str]:
+        """The clientInfo names its row's client sent: the row's note's, else the
+        expected one if it connected (none: not known)."""
+        if self.entry is None:
+            return []
+        told = shared.sent_names(self.entry, self.expected)
+        if told is not None:
+            return told
+        return [self.expected] if self.expected and shared.connected(self.entry) else []
+
+    @property
+    def client_info(self) -> str | None:
+        """The one clientInfo name it sent (None: none known, or several)."""
+        sent = self.sent
+        return sent[0] if len(sent) == 1 else None
 
     def saw(self, box: str) -> bool:
         return self.entry is not None and self.entry.answers.get(box) == "yes"
@@ -225,6 +165,28 @@ class Observed:
         seen = any(self.saw(box) for box in ("listed", "read", "subscribed"))
         return {"resources": seen, "subscribe": self.saw("subscribed"),
                 "listChanged": self.list_changed}  # fmt: skip
+
+    def left_out(self) -> str | None:
+        """Why it has no entry in the export (None: it has one)."""
+        if self.entry is None:
+            return "no verdict, only runner failures"
+        if len(self.sent) > 1:
+            names = ", ".join(json.dumps(name) for name in self.sent)
+            return f"its row says it sent several clientInfo names ({names})"
+        if self.client_info is not None:
+            return None
+        if not shared.connected(self.entry):
+            return "it never connected to the lab (no clientInfo seen)"
+        if self.spec is None:
+            return ("its row names no clientInfo and no client file of that name is "
+                    "known (give the one it ran from: --client-file FILE)")  # fmt: skip
+        return "its client file takes any clientInfo and its row names none"
+
+
+def client_files(files: list[Path]) -> dict[str, ClientDef]:
+    """The built-in client files and those of ``files`` (a file's client replaces a
+    built-in of its name); DefinitionError for a file that cannot be used."""
+    return with_files(CLIENTS, files, load_client)
 
 
 def observed(
@@ -261,20 +223,6 @@ def _relisted(entries: list[history.ClientEntry], version: str) -> bool | None:
     return None
 
 
-def _evidence(entry: history.ClientEntry) -> dict[str, Any]:
-    """Where the row came from: run, date, lab version, its folders."""
-    keys = ("client", "version", "scenario", "setup", "transport", "level", "recorded",
-            "lab_version", "source", "runs")  # fmt: skip
-    found = {key: getattr(entry, key) for key in keys}
-    return {**found, "history": f"mcp-lab clients history --client {entry.client}"}
-
-
-def _package_url(spec: ClientDef, version: str) -> str:
-    """A package URL (purl) for a client the database lacks: its url is required."""
-    kind = {NPM: "npm", PYPI: "pypi"}.get(spec.source, "generic")
-    return f"pkg:{kind}/{quote(spec.package or spec.name, safe='/')}@{quote(version)}"
-
-
 def _observed_boxes(seen: Observed) -> dict[str, bool | None]:
     boxes: dict[str, bool | None] = {
         box: seen.saw(box) for box in ("listed", "read", "subscribed", "notified", "re_read")
@@ -282,56 +230,73 @@ def _observed_boxes(seen: Observed) -> dict[str, bool | None]:
     return {**boxes, "listChanged": seen.list_changed}
 
 
-def export_entry(seen: Observed, db: Database, others: list[Observed]) -> dict[str, Any]:
-    """``seen``'s entry; ``others``: the clients that send the same clientInfo name."""
-    assert seen.spec and seen.entry and seen.client_info
-    entry, declared = seen.entry, db.clients.get(seen.client_info)
+def _lab_fields(seen: Observed) -> dict[str, Any]:
+    """What the lab saw of one client, for the file beside the export."""
+    assert seen.entry is not None
+    found = {**shared.evidence(seen.entry), "observed": _observed_boxes(seen)}
+    if seen.expected is not None and seen.expected != seen.client_info:
+        found["expected_client_info"] = seen.expected
+    return found
+
+
+def export_entry(seen: Observed, db: Database) -> dict[str, Any]:
+    """``seen``'s entry: an ``McpClientRecord`` and nothing else."""
+    assert seen.entry and seen.client_info
+    entry, declared, spec = seen.entry, db.clients.get(seen.client_info), seen.spec
     out: dict[str, Any] = {
-        "title": declared["title"] if declared else seen.spec.title,
-        "url": declared["url"] if declared else _package_url(seen.spec, entry.version),
+        "title": declared["title"] if declared else spec.title if spec else entry.client,
+        "url": declared["url"] if declared else shared.package_url(spec, entry),
         "protocolVersion": entry.protocol,
     }
     if (seen.flags() or {}).get("resources"):
         out["resources"] = {"subscribe": seen.saw("subscribed")}
         if seen.list_changed is not None:
             out["resources"]["listChanged"] = seen.list_changed
-    lab = {**_evidence(entry), "observed": _observed_boxes(seen)}
-    lab["in_database"] = f"{PACKAGE}@{db.version}" if declared else None
-    if others:
-        lab["same_client_info"] = [
-            {**_evidence(o.entry), "observed": _observed_boxes(o)} for o in others if o.entry
-        ]
-    return {**out, "experimental": {LAB_KEY: lab}}
+    return out
 
 
-def export(found: dict[str, Observed], db: Database) -> tuple[dict[str, Any], list[str]]:
-    """The database's shape from ``found``, validated against its types; and notes on
-    the clients left out or sharing a clientInfo name. Of clients that send one name,
-    the entry is the best level's; the others are listed under ``same_client_info``."""
+def export(
+    found: dict[str, Observed], db: Database
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The database's shape from ``found``, keyed by the clientInfo name each client
+    sent and validated against its types; the lab's fields of each entry, keyed alike;
+    notes on the clients left out, sending another name than expected, or sharing one.
+    Of clients that send one name, the entry is the best level's; the others are listed
+    under ``same_client_info`` in the lab's fields."""
     notes: list[str] = []
-    named: dict[str, list[tuple[history.ClientEntry, Observed]]] = {}
+    named: dict[str, list[Observed]] = {}
     for client, seen in found.items():
-        if seen.entry is None:
-            notes.append(f"left out {client}: no verdict, only runner failures")
-        elif seen.client_info is None:
-            notes.append(f"left out {client}: no client file names its clientInfo")
-        else:
-            named.setdefault(seen.client_info, []).append((seen.entry, seen))
+        why = seen.left_out()
+        if why is not None:
+            notes.append(f"left out {client}: {why}")
+            continue
+        assert seen.client_info is not None
+        if seen.expected is not None and seen.expected != seen.client_info:
+            info, expected = seen.client_info, seen.expected
+            notes.append(f"{client} sent clientInfo {info!r}, its client file expects "
+                         f"{expected!r}: its entry is {info!r}")  # fmt: skip
+        named.setdefault(seen.client_info, []).append(seen)
     out: dict[str, Any] = {}
+    lab: dict[str, Any] = {}
     for info, sharing in named.items():
-        sharing.sort(key=lambda pair: (pair[0].level or 0, pair[0].recorded))
-        best, others = sharing[-1], [seen for _, seen in sharing[:-1]]
-        out[info] = export_entry(best[1], db, others)
+        sharing.sort(key=lambda o: (o.entry.level or 0, o.entry.recorded) if o.entry else (0, ""))
+        best, others = sharing[-1], sharing[:-1]
+        out[info] = export_entry(best, db)
+        lab[info] = _lab_fields(best)
+        lab[info]["in_database"] = f"{PACKAGE}@{db.version}" if info in db.clients else None
         if others:
-            names = ", ".join(entry.client for entry, _ in sharing)
+            lab[info]["same_client_info"] = [_lab_fields(o) for o in others]
+            names = ", ".join(o.entry.client for o in sharing if o.entry)
+            client = best.entry.client if best.entry else "-"
             notes.append(f"clientInfo {info!r} is sent by {names}: its entry is "
-                         f"{best[0].client}'s (the best level)")  # fmt: skip
+                         f"{client}'s (the best level)")  # fmt: skip
     validate(out, db)
-    return out, notes
+    return out, lab, notes
 
 
 def declared(found: dict[str, Observed], db: Database) -> list[dict[str, Any]]:
-    """Per client, what the database declares against what the lab observed."""
+    """Per client, what the database declares for the clientInfo name it sent against
+    what the lab observed."""
     rows: list[dict[str, Any]] = []
     for client, seen in found.items():
         info, entry, saw = seen.client_info, seen.entry, seen.flags()
@@ -339,18 +304,21 @@ def declared(found: dict[str, Observed], db: Database) -> list[dict[str, Any]]:
         said = _declared_flags(record) if record is not None else None
         differs = [k for k in _COMPARED if said and saw and saw[k] is not None
                    and said[k] != saw[k]]  # fmt: skip
-        if info is None:
-            verdict = "clientInfo unknown"
-        elif saw is None:
+        if saw is None:
             verdict = "not observed (runner failures only)"
+        elif entry is not None and not shared.connected(entry):
+            verdict = "not observed (never connected)"
+        elif info is None:
+            verdict = "clientInfo unknown"
         elif said is None:
             verdict = "not in the database"
         else:
             verdict = "differs" if differs else "match"
         rows.append({
-            "client": client, "client_info": info, "version": entry and entry.version,
-            "protocol": entry and entry.protocol, "declared": said, "observed": saw,
-            "verdict": verdict, "differs": differs, "evidence": entry and _evidence(entry),
+            "client": client, "client_info": info, "expected_client_info": seen.expected,
+            "version": entry and entry.version, "protocol": entry and entry.protocol,
+            "declared": said, "observed": saw, "verdict": verdict, "differs": differs,
+            "evidence": entry and shared.evidence(entry, local=True),
         })  # fmt: skip
     return rows
 
@@ -360,6 +328,16 @@ def _declared_flags(record: dict[str, Any]) -> dict[str, bool | None]:
     flags = resources if isinstance(resources, dict) else {}
     return {"resources": resources is not None, "subscribe": flags.get("subscribe") is True,
             "listChanged": flags.get("listChanged") is True}  # fmt: skip
+
+
+def _info_cell(row: dict[str, Any]) -> str:
+    """The clientInfo name sent, and the expected one beside it when they differ."""
+    info, expected = row["client_info"], row["expected_client_info"]
+    if info is None:
+        return cell_text(expected or "-")
+    if expected is not None and expected != info:
+        return f"{cell_text(info)} (expected {cell_text(expected)})"
+    return cell_text(info)
 
 
 def declared_table(rows: list[dict[str, Any]], db: Database) -> str:
@@ -372,7 +350,7 @@ def declared_table(rows: list[dict[str, Any]], db: Database) -> str:
     for r in rows:
         pairs = [f"{yn(r['declared'], k)}/{yn(r['observed'], k)}" for k in _COMPARED]
         verdict = r["verdict"] + (f": {', '.join(r['differs'])}" if r["differs"] else "")
-        names = [cell_text(r[key] or "-") for key in ("client", "client_info", "version")]
+        names = [cell_text(r["client"]), _info_cell(r), cell_text(r["version"] or "-")]
         cells.append([*names, *pairs, verdict])
     widths = [max(len(c[i]) for c in cells) for i in range(len(head) - 1)]
     lines = [
@@ -385,114 +363,21 @@ def declared_table(rows: list[dict[str, Any]], db: Database) -> str:
     lines += [
         "",
         "each cell: declared/observed ('-': not observed; listChanged is observed by the "
-        "list-changed scenario)",
+        "list-changed scenario); clientInfo: the name the client sent",
         f"{PACKAGE} {db.version}: {len(db.clients)} clients, {len(resources)} declare "
         f"resources, {says}",
     ]
     return "\n".join(lines)
 
 
-# -- the subcommands --------------------------------------------------------------------
+def lab_file(output: Path) -> Path:
+    """The file of the lab's fields beside an export: ``<stem>.mcp-subscribe-lab.json``."""
+    return output.with_name(f"{output.stem}.{LAB_KEY}.json")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
-    """Add ``export`` and ``declared`` to ``mcp-lab clients``."""
-    version_help = (
-        f"the version of the npm package {PACKAGE} to read (default {PIN}, the "
-        "pin; latest: npm's newest), installed once into the clients' cache"
-    )
-    export_parser = actions.add_parser(
-        "export",
-        help=f"write the clients the lab has run in the shape of the {PACKAGE} database, "
-        "from their latest observed rows",
-    )
-    export_parser.add_argument(
-        "--format",
-        choices=[FORMAT],
-        default=FORMAT,
-        help=f"{FORMAT}: its JSON, keyed by clientInfo name (default)",
-    )
-    export_parser.add_argument(
-        "--output", type=Path, default=None, metavar="FILE", help="write here (default: stdout)"
-    )
-    export_parser.add_argument("--database-version", default=PIN, metavar="V", help=version_help)
-    export_parser.set_defaults(func=_cmd_export)
+    """Add ``export`` and ``declared`` to ``mcp-lab clients``
+    (:mod:`mcp_lab.runners.clients.capabilities_cli`)."""
+    from mcp_lab.runners.clients import capabilities_cli
 
-    table = actions.add_parser(
-        "declared",
-        help=f"per client the lab has run: what {PACKAGE} declares against what the lab "
-        "observed (resources, subscribe, listChanged)",
-    )
-    table.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table: a line per client, declared/observed (default); json: each comparison",
-    )
-    table.add_argument("--database-version", default=PIN, metavar="V", help=version_help)
-    table.set_defaults(func=_cmd_declared)
-
-
-def _read(args: argparse.Namespace) -> tuple[Database, dict[str, Observed]] | None:
-    """The database and the observed rows; None after saying why not (on stderr)."""
-    where = history_path()
-    found = observed(history.CLIENT_HISTORY.read(where))
-    if not found:
-        print(
-            f"mcp-lab: no clients run kept yet in {where} (mcp-lab clients run keeps each "
-            "row there)",
-            file=sys.stderr,
-        )
-        return None
-    try:
-        return load(args.database_version), found
-    except InstallError as exc:
-        lines = str(exc).splitlines()
-        why = next((ln.strip() for ln in lines[1:] if "error" in ln.lower()), lines[0])
-        print(
-            f"mcp-lab: the client database {PACKAGE}@{args.database_version} could not be "
-            f"installed ({why}); it is read from the npm registry at run time",
-            file=sys.stderr,
-        )
-    except DatabaseError as exc:
-        print(f"mcp-lab: {exc}", file=sys.stderr)
-    return None
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    read = _read(args)
-    if read is None:
-        return 1
-    db, found = read
-    try:
-        out, notes = export(found, db)
-    except DatabaseError as exc:
-        print(f"mcp-lab: the export fails {PACKAGE}'s types: {exc}", file=sys.stderr)
-        return 1
-    text = json.dumps(out, indent=2) + "\n"
-    for note in notes:  # a note names clients, and a client chose its clientInfo name
-        print(f"mcp-lab: {untrusted.shown(note, _NOTE_CHARS)}", file=sys.stderr)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        args.output.write_text(text)
-        print(
-            f"wrote {len(out)} client(s) to {args.output} ({PACKAGE} {db.version}'s shape, "
-            "checked against its types)",
-            file=sys.stderr,
-        )
-    return 0
-
-
-def _cmd_declared(args: argparse.Namespace) -> int:
-    read = _read(args)
-    if read is None:
-        return 1
-    db, found = read
-    rows = declared(found, db)
-    if args.format == "json":
-        info = {"package": PACKAGE, "version": db.version, "clients": len(db.clients)}
-        print(json.dumps({"database": info, "clients": rows}, indent=2))
-    else:
-        print(declared_table(rows, db))
-    return 0
+    capabilities_cli.add_parsers(actions)
