@@ -92,3 +92,16 @@ def test_what_a_client_chose_is_one_line_in_the_table_and_valid_in_junit() -> No
     assert "\x1b" not in table and "\x07" not in table
     assert not any(line.startswith("PASS") for line in table.splitlines())
     ET.fromstring(to_junit(verdicts))  # parses: no raw control character in the XML
+
+
+def test_junit_parses_whatever_characters_a_client_printed() -> None:
+    """U+FFFE, U+FFFF and a lone surrogate in a note and in the client's name (XML 1.0
+    holds none of them, not even as a reference) are written as escapes: the file parses."""
+    made = row(3)
+    made.client = "evil\uffff"
+    made.notes.append("printed \ufffe\uffff\ud800 and \x0b")
+    suites = ET.fromstring(to_junit([Verdict(made, 6)]))
+    suite = suites[0]
+    assert suite.get("name", "").startswith("evil\\uffff ")
+    text = "".join(node.text or "" for node in suite.iter("failure"))
+    assert "printed \\ufffe\\uffff\\ud800" in text

@@ -14,6 +14,7 @@ expected level needs fails when it was not reached, one beyond it is skipped).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -152,9 +153,21 @@ def to_json(verdicts: list[Verdict]) -> str:
     return json.dumps(data, indent=2)
 
 
+# What XML 1.0 cannot hold at all, even as a character reference: the controls but tab,
+# newline and return, the surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """``text`` (a client chose it) as XML can hold it: each character XML 1.0 cannot
+    hold written as ``\\uXXXX`` (``ET.tostring`` writes it raw, and the file does not
+    parse)."""
+    return _NOT_XML.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
 def _notes(row: ClientRow) -> str:
     """The row's notes for XML: a control character a client chose is not valid there."""
-    return "\n".join(escape_controls(note) for note in row.notes)
+    return _xml("\n".join(escape_controls(note) for note in row.notes))
 
 
 def to_junit(verdicts: list[Verdict]) -> str:
@@ -164,7 +177,7 @@ def to_junit(verdicts: list[Verdict]) -> str:
     for verdict in verdicts:
         row = verdict.row
         suite = ET.SubElement(
-            suites, "testsuite", name=f"{row.client} {row.scenario} ({row.transport})"
+            suites, "testsuite", name=_xml(f"{row.client} {row.scenario} ({row.transport})")
         )
         cases = 0
         failures = skipped = 0
