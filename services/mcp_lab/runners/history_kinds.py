@@ -15,11 +15,13 @@ prints. Each kind's own module (``runners/clients/history.py``,
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from mcp_lab import untrusted
 from mcp_lab.runners import history_cells, history_store
 from mcp_lab.runners.history_cells import Cell, Change, Kept, by_cell, cell_text, note_text
 from mcp_lab.runners.history_store import history_path, insert, lab_version, now, rows
@@ -102,7 +104,22 @@ class HistoryKind(Generic[R, E, C]):
             before = ", ".join(self.columns[: -len(self.later)])
             defaults = tuple(value for _, value in self.later)
             found = [(*row, *defaults) for row in rows(where, self.table, before, **asked)]
-        return [self.entry(row) for row in found]
+        entries: list[E] = []
+        bad: list[str] = []
+        for row in found:
+            try:
+                entries.append(self.entry(row))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                bad.append(f"{row[0]!r} ({type(exc).__name__}: {exc})")
+        if bad:
+            # A row another program wrote, or a disk's damage: the others are still read.
+            first = untrusted.shown(bad[0], history_cells.WHY_CHARS)
+            print(
+                f"mcp-lab: skipped {len(bad)} {self.name} row(s) of {where} that do not "
+                f"parse (the first recorded {first})",
+                file=sys.stderr,
+            )
+        return entries
 
     # -- cells and renderings ---------------------------------------------------------
 

@@ -216,3 +216,23 @@ def test_the_history_json_cuts_what_a_client_chose_like_the_table(
         assert program["cells"][0]["latest"]["notes"] == ["x" * 300 + "...(50000 chars)"]
         assert max(len(s) for s in strings if s != printed.get("database")) < 400
     assert printed["database"] == str(kept)
+
+
+def test_a_row_that_does_not_parse_is_skipped_with_one_line(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row whose notes are no JSON (another program wrote it, or the disk's damage):
+    ``clients history`` shows the other rows and says in one line what it skipped (it
+    crashed with a JSONDecodeError traceback)."""
+    CLIENT_HISTORY.record([row("1.0.0", 3, OLD)], RUN, path=kept, when="2026-12-01T10:00:00Z")
+    CLIENT_HISTORY.record([row("2.0.0", 5, NEW)], RUN, path=kept, when="2026-12-02T10:00:00Z")
+    with sqlite3.connect(kept) as db:
+        db.execute("UPDATE verdicts SET notes = '{not json' WHERE version = '1.0.0'")
+    with pytest.raises(SystemExit) as exit_code:
+        main(["clients", "history"])
+    assert exit_code.value.code == 0
+    out, err = capsys.readouterr()
+    assert "2.0.0" in out and "1.0.0" not in out
+    (line,) = err.splitlines()
+    assert line.startswith("mcp-lab: skipped 1 client row(s) of ") and "JSONDecodeError" in line
+    assert "2026-12-01T10:00:00Z" in line
