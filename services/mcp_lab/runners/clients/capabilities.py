@@ -27,7 +27,6 @@ what the database declares for the name sent beside what the lab saw.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -374,10 +373,3 @@ def lab_file(output: Path) -> Path:
     """The file of the lab's fields beside an export: ``<stem>.mcp-subscribe-lab.json``."""
     return output.with_name(f"{output.stem}.{LAB_KEY}.json")
 
-
-def add_parsers(actions: argparse._SubParsersAction) -> None:
-    """Add ``export`` and ``declared`` to ``mcp-lab clients``
-    (:mod:`mcp_lab.runners.clients.capabilities_cli`)."""
-    from mcp_lab.runners.clients import capabilities_cli
-
-    capabilities_cli.add_parsers(actions)

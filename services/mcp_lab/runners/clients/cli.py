@@ -106,9 +106,9 @@ def add_clients_parser(sub: argparse._SubParsersAction) -> None:
     from mcp_lab.runners.clients.history_commands import add_parsers
 
     add_parsers(actions)
-    from mcp_lab.runners.clients import capabilities
+    from mcp_lab.runners.clients import capabilities_cli
 
-    capabilities.add_parsers(actions)  # export, declared
+    capabilities_cli.add_parsers(actions)  # export, declared
 
 
 def _list_clients(args: argparse.Namespace) -> int:
