@@ -193,3 +193,43 @@ def exists(name: str) -> bool:
         return any(ROOT.glob(name))
     module = name.split(".")[0]
     return (ROOT / name).exists() or (ROOT / f"{module}.py").is_file()
+
+
+def code_blocks(doc: Path, language: str) -> list[str]:
+    """The text of each fenced block of ``language`` in ``doc``."""
+    blocks: list[str] = []
+    current: list[str] | None = None
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            if current is None:
+                current = [] if line.strip().removeprefix("```") == language else None
+                if current is None:  # another language's block: skip to its end
+                    current = ["<skip>"]
+            else:
+                if current[:1] != ["<skip>"]:
+                    blocks.append("\n".join(current) + "\n")
+                current = None
+            continue
+        if current is not None:
+            current.append(line)
+    return blocks
+
+
+def test_own_client_shows_the_examples_code_as_it_runs_with_listen_first() -> None:
+    # docs/examples/ runs in tests/system/test_check.py (and test_library_workarounds.py
+    # checks the ideal client's protocol and warnings): what the page shows is that code,
+    # verbatim, imports included, so it runs as shown.
+    doc = DOCS / "own-client.md"
+    examples = {p.name: p.read_text(encoding="utf-8") for p in (DOCS / "examples").glob("*.py")}
+    blocks = code_blocks(doc, "python")
+    assert len(blocks) >= 2, blocks
+    for block in blocks:
+        found = [name for name, text in examples.items() if block in text]
+        assert found, f"a python block of own-client.md is in no file of docs/examples/:\n{block}"
+        assert block.lstrip().startswith(("import ", "from ")), block[:200]
+    first = blocks[0]
+    # the 2026-07-28 way first, and no deprecated call in it
+    assert "client.listen(resource_subscriptions=[URI])" in first, first
+    assert "subscribe_resource" not in first, first
+    text = doc.read_text(encoding="utf-8")
+    assert text.index("client.listen(") < text.index("subscribe_resource"), "listen comes second"
