@@ -101,9 +101,14 @@ class HistoryKind(Generic[R, E, C]):
         except sqlite3.OperationalError as exc:
             if not any(f"no such column: {column}" in str(exc) for column, _ in self.later):
                 raise
-            before = ", ".join(self.columns[: -len(self.later)])
-            defaults = tuple(value for _, value in self.later)
-            found = [(*row, *defaults) for row in rows(where, self.table, before, **asked)]
+            # A file an older lab wrote: each later column it lacks reads as its default.
+            there = history_store.columns_of(where, self.table)
+            defaults = dict(self.later)
+            kept = [c for c in self.columns if c not in defaults or c in there]
+            found = []
+            for row in rows(where, self.table, ", ".join(kept), **asked):
+                values = dict(zip(kept, row, strict=True))
+                found.append(tuple(values.get(c, defaults.get(c)) for c in self.columns))
         entries: list[E] = []
         bad: list[str] = []
         for row in found:

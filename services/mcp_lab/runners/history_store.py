@@ -84,11 +84,20 @@ def _transport(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE verdicts ADD COLUMN transport TEXT NOT NULL DEFAULT 'http'")
 
 
+def _client_info(db: sqlite3.Connection) -> None:
+    """The clients' rows gain the clientInfo their client sent, ``name/version`` (rows
+    kept before it: '', unknown)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(verdicts)")}
+    if "client_info" not in columns:
+        db.execute("ALTER TABLE verdicts ADD COLUMN client_info TEXT NOT NULL DEFAULT ''")
+
+
 # Schema version -> what it adds to the one before it (statements, or a step of its own).
 _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     1: _CLIENTS,  # the clients' verdicts
     2: _BRIDGES,  # the bridges' rows
     3: _transport,  # the transport of each client row (http, stdio)
+    4: _client_info,  # the clientInfo each client row's client sent
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -181,6 +190,11 @@ def insert(where: Path, table: str, columns: str, values: Sequence[tuple[object,
     marks = ", ".join("?" * len(columns.split(", ")))
     with closing(open_for_writing(where)) as db, db:
         db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+
+
+def columns_of(where: Path, table: str) -> set[str]:
+    """The columns ``table`` of the file at ``where`` has (none: no file or table)."""
+    return {str(row[1]) for row in select(where, f"PRAGMA table_info({table})")}
 
 
 def rows(where: Path, table: str, columns: str, **equal: str | None) -> list[tuple[object, ...]]:

@@ -191,7 +191,7 @@ def test_a_file_of_the_schema_before_is_read_then_upgraded(tmp_path: Path) -> No
     # The first bridges run upgrades it; the clients' row stays and reads as before.
     BRIDGE_HISTORY.record([row("0.16.0", True)], path=where)
     with sqlite3.connect(where) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"verdicts", "bridge_verdicts"} <= tables
     (client,) = CLIENT_HISTORY.read(where)
@@ -206,7 +206,7 @@ def test_a_file_of_the_schema_before_is_read_then_upgraded(tmp_path: Path) -> No
     CLIENT_HISTORY.record([made], path=where)
     BRIDGE_HISTORY.record([row("0.16.0", True)], path=where)
     with sqlite3.connect(where) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (4,)
     assert [e.version for e in CLIENT_HISTORY.read(where)] == ["2.12.0", "2.13.0"]
     assert [e.transport for e in CLIENT_HISTORY.read(where)] == ["http", "http"]
     assert [e.count for e in BRIDGE_HISTORY.cells(BRIDGE_HISTORY.read(where))[0].entries] == [2]

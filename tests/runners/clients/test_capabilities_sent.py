@@ -208,3 +208,22 @@ def test_a_row_that_says_what_it_sent_needs_no_client_file(
     found = {c["client"]: c for c in json.loads(out)["clients"]}
     assert found["mine"]["client_info"] == "my-agent"
     assert found["gone"]["verdict"] == "not observed (never connected)"
+
+
+def test_the_clientinfo_kept_with_the_row_needs_no_note_and_no_client_file(
+    database: capabilities.Database,
+    kept: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A row of a user's client file (not given again) whose client sent the name the
+    file expects: the history keeps the clientInfo sent, so the export has it (it was
+    left out: no note, no file known)."""
+    made = row("mine", "2.0", READ)
+    made.client_info = "my-agent/2.0"
+    CLIENT_HISTORY.record([made])
+    (entry,) = CLIENT_HISTORY.read(kept)
+    assert entry.client_info == "my-agent/2.0"
+    exported, beside, err = export_files(tmp_path, capsys)
+    assert list(exported) == ["my-agent"], err
+    assert beside["clients"]["my-agent"]["client"] == "mine"

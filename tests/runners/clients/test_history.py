@@ -236,3 +236,30 @@ def test_a_row_that_does_not_parse_is_skipped_with_one_line(
     (line,) = err.splitlines()
     assert line.startswith("mcp-lab: skipped 1 client row(s) of ") and "JSONDecodeError" in line
     assert "2026-12-01T10:00:00Z" in line
+
+
+def test_a_file_of_schema_3_keeps_its_transport_and_reads_no_client_info(kept: Path) -> None:
+    """A history an older lab wrote (schema 3: transport, no client_info): its stdio row
+    reads as stdio, its clientInfo as unknown; a newer write upgrades it in place."""
+    from mcp_lab.runners import history_store
+
+    kept.parent.mkdir(parents=True)
+    with sqlite3.connect(kept) as db:
+        db.executescript(history_store._CLIENTS)
+        history_store._transport(db)
+        db.execute("PRAGMA user_version = 3")
+        db.execute(
+            "INSERT INTO verdicts (recorded, lab_version, source, client, version, scenario, "
+            "setup, protocol, level, server_level, answers, checks, notes, runs, "
+            "runner_failed, transport) VALUES ('2026-12-01T10:00:00Z', '0.1', 'run', "
+            "'inspector', '1.0.0', 'single', 'no tool', '2025-11-25', 3, 3, '{}', '[]', "
+            "'[]', '{}', NULL, 'stdio')"
+        )
+    (old,) = CLIENT_HISTORY.read(kept)
+    assert (old.transport, old.client_info) == ("stdio", "")
+    made = row("2.0.0", 5, NEW)
+    made.client_info = "inspector-cli/2.0.0"
+    CLIENT_HISTORY.record([made], RUN, path=kept)
+    first, second = CLIENT_HISTORY.read(kept)
+    assert (first.transport, first.client_info) == ("stdio", "")
+    assert second.client_info == "inspector-cli/2.0.0"

@@ -143,6 +143,9 @@ class Observed:
         expected one if it connected (none: not known)."""
         if self.entry is None:
             return []
+        if self.entry.client_info:  # kept with the row (a lab of history schema 4 on)
+            name, slash, _ = self.entry.client_info.rpartition("/")  # NAME/VERSION
+            return [name if slash else self.entry.client_info]
         told = shared.sent_names(self.entry, self.expected)
         if told is not None:
             return told
@@ -372,4 +375,3 @@ def declared_table(rows: list[dict[str, Any]], db: Database) -> str:
 def lab_file(output: Path) -> Path:
     """The file of the lab's fields beside an export: ``<stem>.mcp-subscribe-lab.json``."""
     return output.with_name(f"{output.stem}.{LAB_KEY}.json")
-

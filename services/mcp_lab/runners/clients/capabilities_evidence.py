@@ -1,8 +1,10 @@
 """What a kept row says for the export to ``mcp-client-capabilities``: the ``clientInfo``
 name the client sent, and the lab's evidence in a form fit to share.
 
-The name sent: a row whose client sent another name than its client file expects says
-so in a note, ``sent clientInfo NAME/VERSION (expected EXPECTED)`` (written by
+The name sent: a row kept by a lab of history schema 4 on holds it
+(``ClientEntry.client_info``, ``NAME/VERSION``). Of an older row: a row whose client
+sent another name than its client file expects says so in a note,
+``sent clientInfo NAME/VERSION (expected EXPECTED)`` (written by
 :mod:`mcp_lab.runners.clients.verdict`, several ``NAME/VERSION`` joined by ``, `` when
 several clients connected); a row of a client that connected without such a note sent
 the name its client file expects. The evidence names no local path: each run folder is

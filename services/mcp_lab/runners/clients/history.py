@@ -59,6 +59,7 @@ def _client_values(row: ClientRow, source: str) -> tuple[object, ...]:
         json.dumps(row.runs),
         row.runner_failed,
         row.transport if row.transport != "-" else HTTP,
+        row.client_info if row.client_info != "-" else "",
     )
 
 
@@ -82,6 +83,8 @@ class ClientEntry:
     runs: dict[str, str]
     runner_failed: str | None
     transport: str = HTTP
+    # The clientInfo its client sent, "name/version" ("": not kept, or nobody connected).
+    client_info: str = ""
     count: int = 1  # identical entries of one version taken together
     last_recorded: str = ""
 
@@ -89,11 +92,11 @@ class ClientEntry:
     def from_stored(cls, row: tuple[Any, ...]) -> ClientEntry:
         """The entry of a stored row (the kind's columns, in order)."""
         (recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
-         answers, checks, notes, runs, failed, transport) = row  # fmt: skip
+         answers, checks, notes, runs, failed, transport, client_info) = row  # fmt: skip
         return cls(
             recorded, lab, source, client, version, scenario, setup, protocol, level, server_level,
             json.loads(answers), json.loads(checks), json.loads(notes), json.loads(runs), failed,
-            transport,
+            transport, client_info,
         )  # fmt: skip
 
     @property
@@ -117,6 +120,7 @@ class ClientEntry:
         if newer.source not in self.source.split("+"):
             self.source += f"+{newer.source}"
         self.notes, self.runs = newer.notes, newer.runs  # the newest run's
+        self.client_info = newer.client_info or self.client_info
 
     def level_text(self) -> str:
         if self.level is None:
@@ -157,6 +161,7 @@ class ClientEntry:
             "notes": self.notes,
             "runs": self.runs,
             "runner_failed": self.runner_failed,
+            "client_info": self.client_info or None,
         }
 
 
@@ -192,7 +197,7 @@ CLIENT_HISTORY: HistoryKind[ClientRow, ClientEntry, ClientCell] = HistoryKind(
     table="verdicts",
     columns=tuple(
         "recorded lab_version source client version scenario setup protocol level server_level "
-        "answers checks notes runs runner_failed transport".split()
+        "answers checks notes runs runner_failed transport client_info".split()
     ),
     values=_client_values,
     entry=ClientEntry.from_stored,
@@ -205,5 +210,5 @@ CLIENT_HISTORY: HistoryKind[ClientRow, ClientEntry, ClientCell] = HistoryKind(
     summary=ClientEntry.answers_text,
     json_head=lambda found: {"scenarios": sorted({c.scenario for c in found})},
     # A file no lab of schema 3 wrote yet has no transport column: its rows are http's.
-    later=(("transport", HTTP),),
+    later=(("transport", HTTP), ("client_info", "")),
 )
