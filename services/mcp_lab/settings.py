@@ -387,8 +387,11 @@ class LabSettings(BaseSettings):
 
     @property
     def base_url(self) -> str:
-        """http://host:port of the server (loopback when it binds every interface)."""
+        """http://host:port of the server (loopback when it binds every interface; an
+        IPv6 address in brackets, ``http://[::1]:8089``)."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        if ":" in host:
+            host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
     @property

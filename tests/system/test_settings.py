@@ -167,3 +167,36 @@ def test_a_bad_value_from_dotenv_is_said_to_come_from_there(
     assert "MCP_TEST_STATE_SCOPE='global' (from .env)" in line, line
     assert "REDIS_URL='http://x/0' (from .env)" in line, line
     assert "MCP_TEST_PORT='0':" in line, line  # from the environment: no note
+
+
+def test_an_ipv6_host_is_written_in_brackets_and_every_command_reaches_it(
+    redis_url: str,
+) -> None:
+    """With ``MCP_TEST_HOST=::1`` the lab's URLs are ``http://[::1]:P/mcp`` (they said
+    ``http://::1:P/mcp``, and status, report, trigger, connect and probe died with a
+    traceback parsing it)."""
+    from tests.support.lab import start_server, start_updater
+
+    port = free_port()
+    server = start_server(redis_url, port, host="::1", update_delay_seconds="0.2")
+    updater = start_updater(redis_url, update_delay_seconds="0.2")
+    try:
+        env = lab_env(redis_url, host="::1", port=str(port))
+        url = f"http://[::1]:{port}/mcp"
+        assert LabSettings(host="::1", port=port).mcp_url == url
+        for args, code in (
+            (["status"], 0),
+            (["report"], 0),
+            (["trigger"], 4),  # nobody is subscribed: said, not a traceback
+            (["connect", "claude-code"], 0),
+            (["probe"], 0),
+        ):
+            result = mcp_lab(env, *args)
+            said = result.stdout + result.stderr
+            assert "Traceback" not in said, (args, said)
+            assert result.returncode == code, (args, said)
+            if args[0] in ("status", "connect"):
+                assert url in said, (args, said)
+    finally:
+        updater.stop()
+        server.stop()
