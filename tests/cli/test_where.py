@@ -1,18 +1,22 @@
 """services/mcp_lab/cli/where.py in process: which lab a command speaks of, from the
 environment and a runtime file of a running ``mcp-lab up`` (this test's own process
-stands for that up: it is alive, as the up would be). Nothing answers on the ports
-used here (free ones), so only the choice and its words are tested; tests/system/
-test_up.py runs the commands against two real labs."""
+stands for that up: it is alive, as the up would be; a child process of its own for
+a second up beside it). Nothing answers on the ports used here (free ones), so only
+the choice and its words are tested; tests/system/test_up.py runs the commands
+against two real labs, and two real ups side by side."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from mcp_lab.cli import where
-from mcp_lab.cli.runtime import Proc, UpRecord, write_record
+from mcp_lab.cli import runtime, where
+from mcp_lab.cli.runtime import Proc, UpRecord, runtime_file, write_record
 from mcp_lab.process.embedded_redis import free_port
 from mcp_lab.settings import LabSettings
 
@@ -31,12 +35,35 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def up_running(redis_port: int, port: int) -> UpRecord:
+def up_running(redis_port: int, port: int, proc: Proc | None = None) -> UpRecord:
+    """The runtime file of a live up: ``up.json`` (this process), or with ``proc`` the
+    ``up-PORT.json`` of one started beside it."""
     record = UpRecord(
-        Proc.of(os.getpid()), f"redis://127.0.0.1:{redis_port}/0", f"http://127.0.0.1:{port}/mcp"
+        proc or Proc.of(os.getpid()),
+        f"redis://127.0.0.1:{redis_port}/0",
+        f"http://127.0.0.1:{port}/mcp",
     )
-    write_record(record)
+    write_record(record, None if proc is None else runtime_file(port))
     return record
+
+
+@pytest.fixture
+def younger() -> Iterator[Proc]:
+    """A live process started after this test's: a younger up (it ends with its stdin)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        yield Proc.of(child.pid)
+    finally:
+        child.communicate(timeout=10)
+
+
+def beside(record: UpRecord) -> str:
+    return (
+        f"another mcp-lab up, pid {record.up.pid} (server {record.mcp_url}, Redis "
+        f"{record.redis_url}): MCP_TEST_PORT={record.port} speaks to it"
+    )
 
 
 def test_the_running_up_is_the_lab_when_nothing_names_another(home: Path) -> None:
@@ -110,6 +137,22 @@ def test_the_kept_data_is_another_lab_only_beside_one_that_runs(
         assert found.line().endswith("; neither answers")
 
 
+def test_the_port_named_finds_what_a_lab_beside_another_kept(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lab that ran beside another kept its data in redis-PORT: naming its port
+    (MCP_TEST_PORT) finds that, not the default folder the first lab kept."""
+    port = free_port()
+    for name in ("redis", f"redis-{port}"):
+        kept = home / "data" / "mcp-lab" / name
+        kept.mkdir(parents=True)
+        (kept / "appendonly.aof").write_text("")
+    monkeypatch.setenv("MCP_TEST_PORT", str(port))
+    assert where.find(LabSettings(), kept_too=True).kept == kept
+    monkeypatch.setenv("MCP_TEST_PORT", str(free_port()))
+    assert where.find(LabSettings(), kept_too=True).kept == home / "data" / "mcp-lab" / "redis"
+
+
 def test_out_of_reach_says_what_to_run_instead(home: Path) -> None:
     found = where.Where(LabSettings(), "the default", "the default", None, True, False)
     assert found.redis_out_of_reach
@@ -132,3 +175,57 @@ def test_redis_answers_only_when_a_redis_does(redis_url: str) -> None:
     assert where.redis_answers(redis_url)
     assert not where.redis_answers(f"redis://127.0.0.1:{free_port()}/0")
     assert not where.redis_answers("unix:///nonexistent/redis.sock")
+
+
+def test_of_several_ups_the_one_on_the_default_port_else_the_oldest(
+    home: Path, younger: Proc
+) -> None:
+    """Nothing named: the up on the default port (8089) if one runs there, else the
+    oldest; each other one is said as another lab, with the MCP_TEST_PORT to pick it."""
+    old = up_running(free_port(), free_port())
+    young = up_running(free_port(), 8089, younger)
+    found = where.find(LabSettings())
+    assert found.record == young and beside(old) in found.others
+    assert f"(the running mcp-lab up, pid {younger.pid}); {beside(old)}" in found.line()
+    runtime_file(8089).unlink()
+    young = up_running(free_port(), free_port(), younger)
+    found = where.find(LabSettings())
+    assert found.record == old and beside(young) in found.others
+    assert [r.up.pid for r in runtime.running_ups()] == [os.getpid(), younger.pid]
+
+
+def test_mcp_test_port_picks_one_of_several_ups(
+    home: Path, younger: Proc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = up_running(free_port(), free_port())
+    young = up_running(free_port(), free_port(), younger)
+    monkeypatch.setenv("MCP_TEST_PORT", str(young.port))
+    found = where.find(LabSettings())
+    assert found.record == young and found.other_up is None
+    assert found.server_source == f"the running mcp-lab up, pid {younger.pid}"
+    assert found.redis_url == young.redis_url and beside(old) in found.others
+    # healthcheck updater (runtime.find_redis): that up's Redis too
+    assert runtime.find_redis(LabSettings())[0] == young.redis_url
+
+
+def test_a_port_no_up_serves_is_another_lab_beside_every_up(
+    home: Path, younger: Proc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = up_running(free_port(), free_port())
+    young = up_running(free_port(), free_port(), younger)
+    monkeypatch.setenv("MCP_TEST_PORT", str(free_port()))
+    found = where.find(LabSettings())
+    assert found.record is None and found.other_up == old
+    assert f"not the running mcp-lab up, pid {os.getpid()} (server {old.mcp_url}" in found.line()
+    assert beside(young) in found.others
+
+
+def test_a_dead_ups_record_beside_is_no_lab(home: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    record = up_running(free_port(), free_port())
+    up_running(free_port(), free_port(), Proc(gone.pid, "1"))
+    assert runtime.running_ups() == [record]
+    found = where.find(LabSettings())
+    assert found.record == record
+    assert not any(other.startswith("another mcp-lab up") for other in found.others)

@@ -13,6 +13,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -20,9 +21,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_lab.cli.runtime import Proc, UpRecord, stop_leftovers
+from mcp_lab.cli.beside import place
+from mcp_lab.cli.healthcheck import http_get
+from mcp_lab.cli.runtime import Proc, UpRecord, runtime_file, stop_leftovers, write_record
 from mcp_lab.cli.where import redis_answers
 from mcp_lab.process.embedded_redis import free_port, start_redis
+from mcp_lab.settings import LabSettings
 from tests.support.lab import (
     ROOT,
     STATUS_URI,
@@ -32,6 +36,7 @@ from tests.support.lab import (
     lab_env,
     mcp_lab,
     start_server,
+    version_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -54,21 +59,28 @@ def up_env(tmp_path: Path, **settings: str) -> dict[str, str]:
     return env
 
 
-def start_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+def start_up(env: dict[str, str], port: int, redis_port: int | None, *options: str) -> LabProcess:
+    """``mcp-lab up`` on ``port``, its Redis on ``redis_port`` (None: up chooses)."""
     command = [sys.executable, "-m", "mcp_lab", "up", "--port", str(port)]
-    up = LabProcess("up", [*command, "--redis-port", str(redis_port), *options], env)
+    if redis_port is not None:
+        command += ["--redis-port", str(redis_port)]
+    up = LabProcess("up", [*command, *options], env)
     up.wait_for(r"^server +\| .*\[lab\] server ready", timeout=START_SECONDS)
     up.wait_for(r"^updater +\| .*\[updater\] ready", timeout=START_SECONDS)
     return up
 
 
-async def astart_up(env: dict[str, str], port: int, redis_port: int, *options: str) -> LabProcess:
+async def astart_up(
+    env: dict[str, str], port: int, redis_port: int | None, *options: str
+) -> LabProcess:
     """:func:`start_up` without blocking the event loop."""
     return await anyio.to_thread.run_sync(lambda: start_up(env, port, redis_port, *options))
 
 
-def record_of(tmp_path: Path) -> UpRecord:
-    return UpRecord.from_json((tmp_path / "state" / "mcp-lab" / "up.json").read_text())
+def record_of(tmp_path: Path, port: int | None = None) -> UpRecord:
+    """The runtime file of the first up (up.json), or of the up on ``port`` beside it."""
+    name = "up.json" if port is None else f"up-{port}.json"
+    return UpRecord.from_json((tmp_path / "state" / "mcp-lab" / name).read_text())
 
 
 def wait_all_exit(pids: list[int], timeout: float) -> list[int]:
@@ -143,11 +155,12 @@ async def test_commands_find_the_running_up_and_the_readme_quotes_its_banner(tmp
         assert used in report.stderr
         assert "found-client" in report.stdout
 
-        second = await amcp_lab(
-            env, "up", "--port", str(free_port()), "--redis-port", str(free_port())
-        )
+        # A second up on the same port is refused (one on another port is a lab of its
+        # own: test_a_second_up_on_another_port_is_a_lab_of_its_own).
+        second = await amcp_lab(env, "up", "--port", str(port), "--redis-port", str(free_port()))
         assert second.returncode == 2
         assert f"mcp-lab up is already running (pid {up.process.pid})" in second.stderr
+        assert "another lab runs beside it on another port (mcp-lab up --port N)" in second.stderr
     finally:
         code = up.stop()
     assert code == 0
@@ -425,6 +438,139 @@ async def test_status_healthcheck_probe_and_connect_find_the_running_up(tmp_path
     assert stopped.returncode == 1
     assert "mcp-lab up   not running for this user" in stopped.stdout
     assert "Traceback" not in stopped.stdout + stopped.stderr
+
+
+async def test_a_second_up_on_another_port_is_a_lab_of_its_own(tmp_path) -> None:
+    """Two labs side by side (issue 42, item 13): a second ``up --port P2`` beside a
+    running one was refused ("already running"); now it runs a lab of its own (its own
+    Redis, data directory and runtime file). From another shell MCP_TEST_PORT=P2 speaks
+    to it; with nothing named, commands speak of the first and status names the second
+    as another lab; stopping the second leaves the first's record."""
+    port_1, redis_1, port_2 = free_port(), free_port(), free_port()
+    url_1, url_2 = f"http://127.0.0.1:{port_1}/mcp", f"http://127.0.0.1:{port_2}/mcp"
+    env = up_env(tmp_path, update_delay_seconds=NO_AUTO_UPDATE)
+    env_2 = {**env, "MCP_TEST_PORT": str(port_2)}  # another shell, naming lab 2
+    state, data = tmp_path / "state" / "mcp-lab", tmp_path / "data" / "mcp-lab"
+    up_1 = await astart_up(env, port_1, redis_1)
+    up_2: LabProcess | None = None
+    try:
+        up_2 = await astart_up(env, port_2, None)  # its Redis port chosen by itself
+        pid_1, pid_2 = up_1.process.pid, up_2.process.pid
+        record_1, record_2 = record_of(tmp_path), record_of(tmp_path, port_2)
+        assert (record_1.up.pid, record_2.up.pid) == (pid_1, pid_2)
+        assert record_1.redis_url == f"redis://127.0.0.1:{redis_1}/0" != record_2.redis_url
+        assert record_1.data_dir == str(data / "redis")
+        assert record_2.data_dir == str(data / f"redis-{port_2}")
+        assert up_2.matching(rf"Redis +embedded redis-server on .*, data in .*/redis-{port_2}$")
+        assert up_2.matching(
+            rf"^  In another shell \(mcp-lab speaks of the lab on port {port_1} unless "
+            r"MCP_TEST_PORT names this one\):$"
+        )
+        assert up_2.matching(rf"^    export MCP_TEST_PORT={port_2}   # once per shell")
+        for base in (url_1, url_2):
+            status, _ = await anyio.to_thread.run_sync(http_get, base.replace("/mcp", "/healthz"))
+            assert status == 200, base
+
+        async with connect(url_1, "client-1") as client_1, connect(url_2, "client-2") as client_2:
+            await client_1.session.subscribe_resource(STATUS_URI)
+            await client_2.session.subscribe_resource(STATUS_URI)
+            trigger = await amcp_lab(env_2, "trigger")
+            assert trigger.returncode == 0, trigger.stdout + trigger.stderr
+            assert f"server at {url_2} (the running mcp-lab up, pid {pid_2})" in trigger.stderr
+            assert "reads version 2" in trigger.stdout
+            assert await client_2.wait_updated(1) == [STATUS_URI]
+            assert version_of(await client_2.read_text()) == 2
+            assert version_of(await client_1.read_text()) == 1  # lab 1 untouched
+            assert client_1.updated == []
+
+            other_1 = (
+                f"Other lab    another mcp-lab up, pid {pid_1} (server {url_1}, "
+                f"Redis {record_1.redis_url}): MCP_TEST_PORT={port_1} speaks to it"
+            )
+            other_2 = (
+                f"Other lab    another mcp-lab up, pid {pid_2} (server {url_2}, "
+                f"Redis {record_2.redis_url}): MCP_TEST_PORT={port_2} speaks to it"
+            )
+            named = await amcp_lab(env_2, "status")
+            assert named.returncode == 0, named.stdout + named.stderr
+            assert f"mcp-lab up   running, pid {pid_2} (" in named.stdout
+            assert f"MCP server   {url_2}   (the running mcp-lab up, pid {pid_2})" in named.stdout
+            assert other_1 in named.stdout.splitlines(), named.stdout
+            assert other_2 not in named.stdout
+
+            unnamed = await amcp_lab(env, "status")
+            assert unnamed.returncode == 0, unnamed.stdout + unnamed.stderr
+            assert f"mcp-lab up   running, pid {pid_1} (" in unnamed.stdout
+            assert f"MCP server   {url_1}   (the running mcp-lab up, pid {pid_1})" in unnamed.stdout
+            assert other_2 in unnamed.stdout.splitlines(), unnamed.stdout
+
+        # Still refused: the same port, and the data directory a running lab's Redis uses.
+        same_port = await amcp_lab(env, "up", "--port", str(port_2))
+        assert same_port.returncode == 2
+        assert f"mcp-lab up is already running (pid {pid_2})" in same_port.stderr
+        command = ["up", "--port", str(free_port()), "--data-dir", str(data / "redis")]
+        same_data = await amcp_lab(env, *command)
+        assert same_data.returncode == 2, same_data.stdout + same_data.stderr
+        assert (
+            f"--data-dir {data / 'redis'} is the data directory of the mcp-lab up on port "
+            f"{port_1} (pid {pid_1}): two Redis servers on one data directory"
+        ) in same_data.stderr
+        assert "In another shell" not in same_port.stdout + same_data.stdout
+        assert "Traceback" not in same_port.stderr + same_data.stderr
+
+        assert up_2.stop() == 0
+        assert not (state / f"up-{port_2}.json").exists()
+        assert record_of(tmp_path).up.pid == pid_1  # lab 1's record stays
+        alone = await amcp_lab(env, "status")
+        assert f"MCP server   {url_1}   (the running mcp-lab up, pid {pid_1})" in alone.stdout
+        assert "Other lab" not in alone.stdout, alone.stdout
+    finally:
+        if up_2 is not None:
+            up_2.stop()
+        assert up_1.stop() == 0
+    assert not (state / "up.json").exists()
+
+
+def test_an_up_stops_only_the_leftovers_in_its_way(tmp_path, monkeypatch) -> None:
+    """A killed up's leftovers are stopped by the next up on its port, never by one
+    started beside on another port (that one leaves them, and their record, alone)."""
+    for name in list(os.environ):
+        if name.startswith("MCP_TEST_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    live_port, dead_port, new_port = free_port(), free_port(), free_port()
+    # This test's process stands for a live up (on live_port, in up.json).
+    write_record(
+        UpRecord(Proc.of(os.getpid()), "redis://127.0.0.1:1/0", f"http://127.0.0.1:{live_port}/mcp")
+    )
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    # A stand-in for what the killed up left: it runs until its stdin closes.
+    leftover = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        dead = UpRecord(
+            Proc(gone.pid, "1"), "redis://127.0.0.1:2/0", f"http://127.0.0.1:{dead_port}/mcp"
+        )
+        dead.children["redis"] = Proc.of(leftover.pid)
+        write_record(dead, runtime_file(dead_port))
+        lock = threading.Lock()
+
+        at = place(LabSettings(port=new_port), None, True, lock)
+        assert at.path == runtime_file(new_port)
+        assert [r.up.pid for r in at.beside] == [os.getpid()]
+        assert leftover.poll() is None and runtime_file(dead_port).exists()
+
+        at = place(LabSettings(port=dead_port), None, True, lock)
+        assert at.path == runtime_file(dead_port)
+        assert leftover.wait(timeout=10) is not None  # stopped (SIGTERM)
+        assert not runtime_file(dead_port).exists()
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+        leftover.communicate(timeout=10)
 
 
 def test_sigkill_of_up_ends_its_children_and_the_next_up_gets_its_ports(tmp_path) -> None:

@@ -1,15 +1,20 @@
-"""Where a running ``mcp-lab up`` is: its runtime file, and finding the lab's Redis.
+"""Where the running ``mcp-lab up`` labs are: their runtime files, and finding a lab's Redis.
 
-While ``up`` runs, it keeps ``up.json`` in the per-user state directory
+While ``up`` runs, it keeps a runtime file in the per-user state directory
 (``$XDG_STATE_HOME/mcp-lab``, default ``~/.local/state/mcp-lab``): its own pid,
 its Redis URL and where that Redis keeps its data, its URLs (MCP, legacy SSE, the
 server's base URL) and the pids of its children, each with its start time so a
-reused pid is never taken for one of them. Every command that talks to a lab
-finds it there (:func:`find_redis`, :func:`find_server`). ``up`` removes the file when
-it stops; a file whose ``up`` is dead is what a killed ``up`` left behind.
+reused pid is never taken for one of them. The first ``up`` keeps ``up.json``; one
+started beside it (another lab, on another server port) keeps ``up-PORT.json``,
+PORT its server's port. Every command that talks to a lab finds it there
+(:func:`find_redis`, :func:`find_server`, :mod:`mcp_lab.cli.where`): with several
+running, the one on the default port (8089) if it runs, else the oldest, unless
+``MCP_TEST_PORT`` names another. ``up`` removes its own file when it stops; a file
+whose ``up`` is dead is what a killed ``up`` left behind.
 
 The embedded Redis keeps its data in ``$XDG_DATA_HOME/mcp-lab/redis`` (default
-``~/.local/share/mcp-lab/redis``) unless told otherwise.
+``~/.local/share/mcp-lab/redis``) unless told otherwise; a lab started beside one
+that has that folder keeps its data in ``redis-PORT`` beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +34,16 @@ from mcp_lab.process.dirs import state_dir
 from mcp_lab.settings import LabSettings
 
 RUNTIME_FILE = "up.json"
+_BESIDE_FILES = "up-*.json"  # up-PORT.json: an up started beside the first one
+_LOCK_FILE = "up.lock"
 _STOP_SECONDS = 5.0
 _POLL_SECONDS = 0.05
+DEFAULT_PORT: int = LabSettings.model_fields["port"].default
 
 
-def runtime_file() -> Path:
-    return state_dir() / RUNTIME_FILE
+def runtime_file(port: int | None = None) -> Path:
+    """``up.json`` (the first up's), or ``up-PORT.json`` for an up on ``port`` beside it."""
+    return state_dir() / (RUNTIME_FILE if port is None else f"up-{port}.json")
 
 
 def start_time(pid: int) -> str | None:
@@ -99,6 +109,11 @@ class UpRecord:
     ephemeral: bool = False
 
     @property
+    def port(self) -> int | None:
+        """Its server's port."""
+        return urlsplit(self.mcp_url).port
+
+    @property
     def base_url(self) -> str:
         """http://host:port of the server (the dashboard and /healthz are there)."""
         parts = urlsplit(self.mcp_url)
@@ -135,16 +150,17 @@ class UpRecord:
         )
 
 
-def read_record() -> UpRecord | None:
-    """The runtime file's record, None when there is none (or it is not readable)."""
+def read_record(path: Path | None = None) -> UpRecord | None:
+    """The record in ``path`` (default ``up.json``), None when there is none (or it is
+    not readable)."""
     try:
-        return UpRecord.from_json(runtime_file().read_text())
+        return UpRecord.from_json((path or runtime_file()).read_text())
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def write_record(record: UpRecord) -> None:
-    path = runtime_file()
+def write_record(record: UpRecord, path: Path | None = None) -> None:
+    path = path or runtime_file()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     temporary.write_text(record.to_json())
@@ -152,29 +168,55 @@ def write_record(record: UpRecord) -> None:
     os.replace(temporary, path)
 
 
-def remove_record(pid: int) -> None:
-    """Remove the runtime file if it is the record of ``up`` process ``pid``."""
-    record = read_record()
+def remove_record(pid: int, path: Path | None = None) -> None:
+    """Remove the runtime file ``path`` (default ``up.json``) if it is the record of
+    ``up`` process ``pid``."""
+    path = path or runtime_file()
+    record = read_record(path)
     if record is None or record.up.pid == pid:
-        runtime_file().unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
 
-def running_up() -> UpRecord | None:
-    """The record of a live ``mcp-lab up``, if one runs."""
-    record = read_record()
-    return record if record is not None and record.up.alive() else None
+def records() -> list[tuple[Path, UpRecord]]:
+    """Every runtime file there is, with its record (live or not): ``up.json`` first."""
+    paths = [runtime_file(), *sorted(state_dir().glob(_BESIDE_FILES))]
+    return [(path, record) for path in paths if (record := read_record(path)) is not None]
+
+
+def _age(record: UpRecord) -> tuple[bool, int, int]:
+    """Sort key: the up on the default port first, then the oldest (start time)."""
+    started = record.up.started
+    since_boot = int(started) if started is not None and started.isdigit() else 2**62
+    return (record.port != DEFAULT_PORT, since_boot, record.up.pid)
+
+
+def running_ups() -> list[UpRecord]:
+    """The records of every live ``mcp-lab up``: the one commands speak of when
+    nothing names another first (the one on the default port, else the oldest)."""
+    return sorted((r for _, r in records() if r.up.alive()), key=_age)
+
+
+def running_up(settings: LabSettings | None = None) -> UpRecord | None:
+    """The record of a live ``mcp-lab up``, if one runs: the one on the port
+    ``settings`` name (MCP_TEST_PORT) if one runs there, else the first of
+    :func:`running_ups`."""
+    ups = running_ups()
+    if settings is not None and "port" in settings.model_fields_set:
+        ups = sorted(ups, key=lambda r: r.port != settings.port)
+    return ups[0] if ups else None
 
 
 def find_redis(settings: LabSettings) -> tuple[str, str]:
     """The Redis a command should use, and where that choice came from.
 
-    In order: ``REDIS_URL`` (environment or ``.env``), a running ``mcp-lab up``,
-    then the default ``redis://127.0.0.1:6379/0``.
+    In order: ``REDIS_URL`` (environment or ``.env``), a running ``mcp-lab up`` (the
+    one on the port ``MCP_TEST_PORT`` names, if one runs there), then the default
+    ``redis://127.0.0.1:6379/0``.
     """
     if "redis_url" in settings.model_fields_set:
         named = "REDIS_URL" in os.environ or "MCP_TEST_REDIS_URL" in os.environ
         return settings.redis_url, "REDIS_URL" if named else "REDIS_URL in .env"
-    record = running_up()
+    record = running_up(settings)
     if record is not None:
         return record.redis_url, f"the running mcp-lab up, pid {record.up.pid}"
     return settings.redis_url, "the default: no REDIS_URL and no running mcp-lab up"
@@ -213,6 +255,38 @@ def up_urls(settings: LabSettings, record: UpRecord) -> dict[str, Any]:
         "path": parts.path or settings.path,
         "sse_path": urlsplit(record.sse_url).path if record.sse_url else "",
     }
+
+
+@contextlib.contextmanager
+def start_lock(timeout: float) -> Iterator[Callable[[], None]]:
+    """Held by an ``up`` from its look at the runtime files until it has written its own
+    (call the function it yields, at the latest on leaving): two ups started at once do
+    not take one file or one data directory. TimeoutError when another holds it
+    longer than ``timeout`` seconds."""
+    import fcntl  # POSIX, as the rest of up
+
+    path = state_dir() / _LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    held = [fd]
+
+    def release() -> None:
+        while held:
+            os.close(held.pop())  # closing it releases the lock
+
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{path} stayed locked for {timeout:g} s") from None
+                time.sleep(_POLL_SECONDS)
+        yield release
+    finally:
+        release()
 
 
 def _signal(pid: int, sig: int) -> None:

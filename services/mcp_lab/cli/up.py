@@ -4,7 +4,9 @@ The embedded Redis keeps its data in a data directory (evidence survives a
 restart) unless ``--ephemeral``. While ``up`` runs, the runtime file
 (:mod:`mcp_lab.cli.runtime`) says where its Redis is, so other ``mcp-lab``
 commands find it; its children end with it (:mod:`mcp_lab.process.lifeline`), and
-whatever a killed ``up`` left running is stopped by the next one.
+whatever a killed ``up`` left running is stopped by the next one in its way. A second
+``up`` on another port runs beside the first, a lab of its own
+(:mod:`mcp_lab.cli.beside`); one on the same port is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import IO
 
 from mcp_lab.catalog import REVIEW_STATUS
 from mcp_lab.cli import runtime
-from mcp_lab.process import dirs
+from mcp_lab.cli.beside import CannotStart, Place, place, say
 from mcp_lab.process.embedded_redis import (
     EmbeddedRedis,
     RedisLimits,
@@ -39,6 +41,8 @@ from mcp_lab.settings import LabSettings
 
 DEFAULT_EMBEDDED_REDIS_PORT = 6390
 _STOP_TIMEOUT_SECONDS = 5
+# How long an up waits for another one starting at the same moment to write its record.
+_START_LOCK_SECONDS = 15.0
 _PING_TIMEOUT_SECONDS = 3
 # How long the embedded Redis may take to answer (loading a large data directory).
 _REDIS_START_SECONDS = 10
@@ -53,10 +57,6 @@ _LISTEN_POLL_SECONDS = 0.1
 SERVER_CANNOT_LISTEN = 3
 
 
-class CannotStart(Exception):
-    """``up`` cannot start; the message says why and what to do (exit 2)."""
-
-
 @dataclass(frozen=True)
 class UpOptions:
     """The options of ``mcp-lab up``."""
@@ -66,11 +66,6 @@ class UpOptions:
     data_dir: Path | None = None
     ephemeral: bool = False
     scenario: str | None = None  # MCP_TEST_SCENARIO for server and updater
-
-
-def _say(lock: threading.Lock, text: str) -> None:
-    with lock:
-        print(f"lab     | {text}", flush=True)
 
 
 def _pump(
@@ -136,42 +131,6 @@ def _check_server_port(settings: LabSettings) -> None:
         )
 
 
-def _check_no_other_up(lock: threading.Lock) -> None:
-    """Refuse to run beside a live ``up``; stop what a killed one left running."""
-    record = runtime.read_record()
-    if record is None:
-        return
-    if record.up.alive():
-        raise CannotStart(
-            f"mcp-lab up is already running (pid {record.up.pid}): MCP {record.mcp_url}, "
-            f"Redis {record.redis_url}. Use that one (mcp-lab trigger, report and redis-cli "
-            "find it by themselves), or stop it first."
-        )
-    left = {name: p for name, p in record.children.items() if p.alive()}
-    if not left:
-        _say(
-            lock,
-            f"an earlier mcp-lab up (pid {record.up.pid}) ended without cleaning up; "
-            "none of its processes is left",
-        )
-    else:
-        names = ", ".join(f"{name} (pid {p.pid})" for name, p in left.items())
-        _say(
-            lock,
-            f"an earlier mcp-lab up (pid {record.up.pid}) was killed and left {names} "
-            "running; stopping them",
-        )
-        still = runtime.stop_leftovers(left)
-        if still:
-            names = ", ".join(f"{name} (pid {p.pid})" for name, p in still.items())
-            raise CannotStart(
-                f"could not stop what an earlier mcp-lab up left running: {names}; stop them "
-                f"yourself (kill {' '.join(str(p.pid) for p in still.values())}) and start again"
-            )
-        _say(lock, "stopped them")
-    runtime.remove_record(record.up.pid)
-
-
 def _check_redis_answers(settings: LabSettings) -> None:
     """Fail at once, saying what to do, when REDIS_URL names a Redis that does not answer."""
     import redis  # here: the embedded Redis, the usual case, needs no client in up
@@ -196,20 +155,32 @@ def _check_redis_answers(settings: LabSettings) -> None:
         ) from None
 
 
-def _embedded_port(options: UpOptions, lock: threading.Lock) -> int:
+def _embedded_port(options: UpOptions, beside: list[runtime.UpRecord], lock: threading.Lock) -> int:
+    """The embedded Redis's port: --redis-port, else 6390, else a free one. A port the
+    Redis of a lab ``beside`` has is taken, listening yet or not (it may be starting)."""
+
+    def whose(port: int) -> str:
+        lab = next((r for r in beside if r.redis_url == f"redis://127.0.0.1:{port}/0"), None)
+        if lab is None:
+            return "by another process"
+        return f"by the Redis of the mcp-lab up on port {lab.port} (pid {lab.up.pid})"
+
+    def free(port: int) -> bool:
+        return whose(port) == "by another process" and _port_is_free(port)
+
     if options.redis_port is not None:
-        if not _port_is_free(options.redis_port):
+        if not free(options.redis_port):
             raise CannotStart(
                 f"--redis-port {options.redis_port}: 127.0.0.1:{options.redis_port} is in use "
-                "by another process; choose another port"
+                f"{whose(options.redis_port)}; choose another port"
             )
         return options.redis_port
-    if _port_is_free(DEFAULT_EMBEDDED_REDIS_PORT):
+    if free(DEFAULT_EMBEDDED_REDIS_PORT):
         return DEFAULT_EMBEDDED_REDIS_PORT
     port = free_port()
-    _say(
+    say(
         lock,
-        f"127.0.0.1:{DEFAULT_EMBEDDED_REDIS_PORT} is in use by another process; "
+        f"127.0.0.1:{DEFAULT_EMBEDDED_REDIS_PORT} is in use {whose(DEFAULT_EMBEDDED_REDIS_PORT)}; "
         f"the embedded Redis takes {port}",
     )
     return port
@@ -217,14 +188,14 @@ def _embedded_port(options: UpOptions, lock: threading.Lock) -> int:
 
 @contextmanager
 def _redis_for_lab(
-    settings: LabSettings, options: UpOptions, lock: threading.Lock
+    settings: LabSettings, options: UpOptions, at: Place, lock: threading.Lock
 ) -> Iterator[tuple[str, EmbeddedRedis | None]]:
     if "redis_url" in settings.model_fields_set:  # REDIS_URL from the environment or .env
         _check_redis_answers(settings)
         yield settings.redis_url, None
         return
-    port = _embedded_port(options, lock)
-    data_dir = None if options.ephemeral else (options.data_dir or dirs.default_data_dir())
+    port = _embedded_port(options, at.beside, lock)
+    data_dir = at.data_dir
     try:
         # Not waited for here: _run starts the server (a second of imports) while
         # it comes up, then waits for it (_wait_for_redis).
@@ -257,8 +228,27 @@ def _put_on_path() -> list[str]:
     return [f"    source {shown}   # once per shell: puts mcp-lab on PATH"]
 
 
-def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None) -> str:
-    """What ``up`` prints once the lab runs: where everything is, and what to type."""
+def _another_shell(settings: LabSettings, beside: list[runtime.UpRecord] | None) -> list[str]:
+    """The banner's head of the commands: how this lab is found from another shell."""
+    if not beside:
+        return ["  In another shell (mcp-lab finds this lab by itself):", *_put_on_path()]
+    return [
+        f"  In another shell (mcp-lab speaks of the lab on port {beside[0].port} unless "
+        "MCP_TEST_PORT names this one):",
+        *_put_on_path(),
+        f"    export MCP_TEST_PORT={settings.port}   # once per shell: mcp-lab speaks of this lab",
+    ]
+
+
+def banner(
+    settings: LabSettings,
+    redis_url: str,
+    embedded: EmbeddedRedis | None,
+    beside: list[runtime.UpRecord] | None = None,
+) -> str:
+    """What ``up`` prints once the lab runs: where everything is, and what to type
+    (``beside``: the labs running beside it, the one commands speak of first, when
+    that is not this one)."""
     if embedded is None:
         where = f"{redis_url} (REDIS_URL)"
     elif embedded.workdir is None:
@@ -277,8 +267,7 @@ def banner(settings: LabSettings, redis_url: str, embedded: EmbeddedRedis | None
             "after each subscribe",
             f"  Scenario     {settings.scenario} (mcp-lab scenarios lists them)",
             "",
-            "  In another shell (mcp-lab finds this lab by itself):",
-            *_put_on_path(),
+            *_another_shell(settings, beside),
             "    mcp-lab status      # what runs where, and the sessions and clients now",
             "    mcp-lab trigger     # full update (bump + notify) of every subscribed session",
             "    mcp-lab report      # how far each client got",
@@ -310,10 +299,20 @@ def run_lab(settings: LabSettings, options: UpOptions | None = None) -> int:
         if sig is not None:
             signal.signal(sig, on_signal)
     try:
-        _check_no_other_up(lock)  # first: a killed up's server may hold the port
-        _check_server_port(settings)
-        with _redis_for_lab(settings, options, lock) as (redis_url, embedded):
-            return _run(settings, redis_url, embedded, lock, stopping)
+        with runtime.start_lock(_START_LOCK_SECONDS) as claimed:
+            # first: a killed up's server may hold the port
+            at = place(settings, options.data_dir, options.ephemeral, lock)
+            _check_server_port(settings)
+            with _redis_for_lab(settings, options, at, lock) as (redis_url, embedded):
+                return _run(settings, redis_url, embedded, lock, stopping, at, claimed)
+    except TimeoutError:
+        print(
+            "mcp-lab up: another mcp-lab up is starting and holds the runtime files; "
+            "start again once it runs",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     except CannotStart as exc:
         print(f"mcp-lab up: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -325,7 +324,11 @@ def _run(
     embedded: EmbeddedRedis | None,
     lock: threading.Lock,
     stopping: threading.Event,
+    at: Place,
+    claimed: Callable[[], None],
 ) -> int:
+    """Run the lab (``at`` its place beside others; ``claimed`` releases the start
+    lock, once its runtime file is written)."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -351,17 +354,20 @@ def _run(
                 sse_url=settings.sse_url if settings.sse_path else None,
                 data_dir=None if embedded is None else embedded.data_dir,
                 ephemeral=embedded is not None and embedded.workdir is not None,
-            )
+            ),
+            at.path,
         )
 
     record()
+    claimed()
     try:
         if embedded is not None and not _wait_for_redis(embedded, processes, stopping):
             return _supervise(processes, lock, stopping)  # stopped while Redis started
         # The banner once the server listens (or is late): never after it failed.
         if _server_ready_or_late(server_ready, processes["server"], stopping, settings):
             with lock:
-                print(banner(settings, redis_url, embedded), flush=True)
+                shown = None if at.found_by_itself else at.beside
+                print(banner(settings, redis_url, embedded, shown), flush=True)
             processes["updater"] = _spawn("updater", env, lock)
             record()
         return _supervise(processes, lock, stopping)
@@ -369,7 +375,7 @@ def _run(
         _stop(processes)  # whatever went wrong, the children do not outlive up
         raise
     finally:
-        runtime.remove_record(me.pid)
+        runtime.remove_record(me.pid, at.path)
 
 
 def _server_ready_or_late(
@@ -431,12 +437,12 @@ def _supervise(
         if dead:
             for name in dead:
                 code = processes[name].returncode
-                _say(lock, f"{name} exited with code {code}; stopping the lab")
+                say(lock, f"{name} exited with code {code}; stopping the lab")
             # the server could not listen (its port was taken after all): up cannot start
             could_not_listen = processes["server"].returncode == SERVER_CANNOT_LISTEN
             exit_code = 2 if could_not_listen else 1
             break
-    _say(lock, "stopping server and updater")
+    say(lock, "stopping server and updater")
     _stop(processes)
     return exit_code
 

@@ -5,11 +5,14 @@
 and its Redis together, in order:
 
 1. what the environment or ``.env`` names (``REDIS_URL``; ``MCP_TEST_HOST``,
-   ``MCP_TEST_PORT``, ``MCP_TEST_PATH``, ``MCP_TEST_SSE_PATH``) when it is not the
+   ``MCP_TEST_PORT``, ``MCP_TEST_PATH``, ``MCP_TEST_SSE_PATH``) when it is not a
    running ``mcp-lab up``: then the running ``up`` is another lab, and the parts
    not named are the defaults;
-2. the running ``mcp-lab up`` (its runtime file: its server and its Redis; named
-   parts that agree with it change nothing);
+2. a running ``mcp-lab up`` (its runtime file: its server and its Redis; named
+   parts that agree with it change nothing). With several running (one per server
+   port), the one the named parts agree with (``MCP_TEST_PORT=8099``: the one on
+   8099), else the one on the default port if it runs, else the oldest; the others
+   are other labs, each said with the ``MCP_TEST_PORT`` that speaks to it;
 3. the defaults: ``http://127.0.0.1:8089/mcp`` and ``redis://127.0.0.1:6379/0``.
 
 It then asks whether that lab's server and Redis answer. A lab whose server answers
@@ -38,6 +41,7 @@ from urllib.parse import urlsplit
 
 from mcp_lab.cli import runtime
 from mcp_lab.cli.healthcheck import http_get
+from mcp_lab.process.dirs import default_data_dir
 from mcp_lab.settings import LabSettings
 
 # How long a part of the lab has to answer before it counts as not answering.
@@ -208,21 +212,38 @@ def _up_settings(settings: LabSettings, record: runtime.UpRecord) -> LabSettings
     return settings.model_copy(update={**update, "redis_url": record.redis_url})
 
 
+def _clash(settings: LabSettings, named_server: list[str], record: runtime.UpRecord) -> list[str]:
+    """The settings named that are not the running up of ``record``."""
+    named_redis = "redis_url" in settings.model_fields_set
+    clash = ["redis_url"] if named_redis and settings.redis_url != record.redis_url else []
+    return clash + _differ(settings, named_server, record.mcp_url)
+
+
+def _beside(settings: LabSettings, record: runtime.UpRecord) -> str:
+    """Another running up, and how to speak to it."""
+    how = f"MCP_TEST_PORT={record.port}"
+    if "redis_url" in settings.model_fields_set and settings.redis_url != record.redis_url:
+        how += " with REDIS_URL unset"
+    return (
+        f"another mcp-lab up, pid {record.up.pid} (server {record.mcp_url}, "
+        f"Redis {record.redis_url}): {how} speaks to it"
+    )
+
+
 def find(settings: LabSettings, *, kept_too: bool = False) -> Where:
     """The lab to speak of (see the module's doc). ``kept_too``: also look for what a
     stopped ``up`` kept, when the lab found is not a running ``up``."""
-    record = runtime.running_up()
+    ups = runtime.running_ups()
     named_server = [f for f in runtime.SERVER_FIELDS if f in settings.model_fields_set]
     named_redis = "redis_url" in settings.model_fields_set
-    if record is not None:
-        clash = []
-        if named_redis and settings.redis_url != record.redis_url:
-            clash.append("redis_url")
-        clash += _differ(settings, named_server, record.mcp_url)
-        if not clash:
+    for record in ups:
+        if not _clash(settings, named_server, record):
             up = f"the running mcp-lab up, pid {record.up.pid}"
-            return _with_others(settings, Where(_up_settings(settings, record), up, up, record))
-        names = _named(clash).removesuffix(" in .env")
+            found = Where(_up_settings(settings, record), up, up, record)
+            return _with_others(settings, found, [r for r in ups if r is not record])
+    if ups:
+        record = ups[0]  # the one unsetting what is named speaks to
+        names = _named(_clash(settings, named_server, record)).removesuffix(" in .env")
         other = (
             f"not the running mcp-lab up, pid {record.up.pid} (server {record.mcp_url}, "
             f"Redis {record.redis_url}): unset {names} (environment and .env) to speak to it"
@@ -235,7 +256,7 @@ def find(settings: LabSettings, *, kept_too: bool = False) -> Where:
             _named(named_server) if named_server else default,
             _named(["redis_url"]) if named_redis else default,
             None,
-            others=[other],
+            others=[other, *(_beside(settings, r) for r in ups[1:])],
             other_up=record,
         )
         return _answering(found, kept_too=False)
@@ -252,15 +273,14 @@ def find(settings: LabSettings, *, kept_too: bool = False) -> Where:
 def _answering(found: Where, *, kept_too: bool) -> Where:
     """``found`` (not a running up) with which of its parts answer, the compose project
     behind its server, and the kept data of a stopped up when that is another lab."""
-    from mcp_lab.cli.kept import kept_data
-
     server_up = server_answers(found.server.base_url)
     redis_up = redis_answers(found.redis_url)
     compose = compose_project(found.server.port) if server_up else None
-    kept = kept_data() if kept_too else None
+    kept = _kept(found.server) if kept_too else None
     others = list(found.others)
     if kept is not None and (server_up or redis_up):
-        others.append(f"the evidence a stopped mcp-lab up kept in {kept}: mcp-lab report --kept")
+        read = "mcp-lab report --kept" + ("" if kept == default_data_dir() else f" {kept}")
+        others.append(f"the evidence a stopped mcp-lab up kept in {kept}: {read}")
     return Where(
         found.server,
         found.server_source,
@@ -275,12 +295,26 @@ def _answering(found: Where, *, kept_too: bool) -> Where:
     )
 
 
-def _with_others(settings: LabSettings, found: Where) -> Where:
-    """``found`` (the running up) with another server answering where ``settings`` point
-    (the default URL, or the one named), if one does there and the up is elsewhere (a
-    docker compose lab, a server started by hand)."""
-    others = []
-    if not _same_server(settings.mcp_url, found.server.mcp_url) and server_answers(
+def _kept(settings: LabSettings) -> Path | None:
+    """What a stopped up kept: with MCP_TEST_PORT, in the data directory of a lab that
+    ran on that port beside another (``redis-PORT``), if it kept any; else in the
+    default one."""
+    from mcp_lab.cli.kept import kept_data
+
+    if "port" in settings.model_fields_set:
+        beside = kept_data(default_data_dir().with_name(f"redis-{settings.port}"))
+        if beside is not None:
+            return beside
+    return kept_data()
+
+
+def _with_others(settings: LabSettings, found: Where, beside: list[runtime.UpRecord]) -> Where:
+    """``found`` (a running up) with the ups running ``beside`` it, and another server
+    answering where ``settings`` point (the default URL, or the one named), if one does
+    there and no up is there (a docker compose lab, a server started by hand)."""
+    others = [_beside(settings, record) for record in beside]
+    ups = [found.server.mcp_url, *(record.mcp_url for record in beside)]
+    if not any(_same_server(settings.mcp_url, url) for url in ups) and server_answers(
         settings.base_url
     ):
         project = compose_project(settings.port)
