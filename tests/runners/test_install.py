@@ -171,3 +171,94 @@ def test_the_real_pyenv_is_found_with_home_an_empty_folder(
     ran = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30)
     assert ran.stdout.startswith("Python 3.13"), (found, ran.stdout, ran.stderr)
     assert python_version(found) == "3.13"
+
+
+def test_a_pypi_install_takes_the_files_constraints_and_packages_and_redoes_itself(
+    tmp_path: Path,
+) -> None:
+    """A client file's ``constraints`` pin what a dependency may be, its ``packages``
+    come beside the client; the cached install is made again when they change, or when
+    asked (``--reinstall``), and only then."""
+    from mcp_lab.runners.install import pypi_install
+
+    def version_of(venv: Path, name: str) -> str:
+        ask = f"import importlib.metadata as m; print(m.version({name!r}))"
+        found = subprocess.run([str(venv / "bin" / "python"), "-c", ask], capture_output=True,
+                               text=True, check=False)  # fmt: skip
+        return found.stdout.strip() or found.stderr.strip().splitlines()[-1]
+
+    venv = tmp_path / "dateutil-2.9.0.post0"
+    found = pypi_install("dateutil", "python-dateutil", "2.9.0.post0", "python", cache=tmp_path,
+                         constraints=("six==1.16.0",))  # fmt: skip
+    assert found == venv / "bin" / "python"
+    assert version_of(venv, "six") == "1.16.0"  # not the newest six: the constraint held
+    mark = venv / "kept-by-the-cache"
+    mark.write_text("")
+    pypi_install("dateutil", "python-dateutil", "2.9.0.post0", "python", cache=tmp_path,
+                 constraints=("six==1.16.0",))  # fmt: skip
+    assert mark.exists()  # the same install: cached
+    pypi_install("dateutil", "python-dateutil", "2.9.0.post0", "python", cache=tmp_path,
+                 constraints=("six==1.16.0",), packages=("idna==3.7",))  # fmt: skip
+    assert not mark.exists() and version_of(venv, "idna") == "3.7"  # changed: made again
+    mark.write_text("")
+    pypi_install("dateutil", "python-dateutil", "2.9.0.post0", "python", cache=tmp_path,
+                 constraints=("six==1.16.0",), packages=("idna==3.7",), reinstall=True)  # fmt: skip
+    assert not mark.exists() and version_of(venv, "six") == "1.16.0"
+
+
+def test_an_npm_package_whose_platform_package_is_missing_has_no_binary(tmp_path: Path) -> None:
+    """Kilo Code 7.6.2 names platform packages that are not on the registry: npm skips
+    them and links the launcher alone, which finds no binary. The install says so."""
+    import platform
+    import sys
+
+    if shutil.which("npm") is None:
+        if IN_CI:
+            pytest.fail("CI=true and no npm on PATH")
+        pytest.skip("no npm on PATH")
+    if (sys.platform, platform.machine()) != ("linux", "x86_64"):
+        pytest.skip("the missing platform package is Kilo's linux-x64 one")
+    with pytest.raises(InstallError) as failed:
+        npm_install("kilo", "@kilocode/cli", "7.6.2", "kilo", cache=tmp_path)
+    said = str(failed.value)
+    assert said.startswith("@kilocode/cli@7.6.2 has no binary for linux-x64: its launcher "
+                           "needs a platform package and npm installed none"), said  # fmt: skip
+    assert "@kilocode/cli-linux-x64@7.6.2 is not on the npm registry" in said
+    assert not (tmp_path / "kilo-7.6.2" / ".mcp-lab-installed").exists()  # never cached
+
+
+def test_npm_packages_beside_the_client_and_a_reinstall(tmp_path: Path) -> None:
+    if shutil.which("npm") is None:
+        if IN_CI:
+            pytest.fail("CI=true and no npm on PATH")
+        pytest.skip("no npm on PATH")
+    binary = "is-number/index.js"
+    npm_install("is-number", "is-number", "7.0.0", binary, cache=tmp_path)
+    prefix = tmp_path / "is-number-7.0.0"
+    assert not (prefix / "node_modules" / "is-odd").exists()
+    npm_install("is-number", "is-number", "7.0.0", binary, cache=tmp_path,
+                packages=("is-odd@3.0.1",))  # fmt: skip
+    assert (prefix / "node_modules" / "is-odd" / "package.json").is_file()
+    mark = prefix / "kept-by-the-cache"
+    mark.write_text("")
+    npm_install("is-number", "is-number", "7.0.0", binary, cache=tmp_path,
+                packages=("is-odd@3.0.1",))  # fmt: skip
+    assert mark.exists()
+    npm_install("is-number", "is-number", "7.0.0", binary, cache=tmp_path,
+                packages=("is-odd@3.0.1",), reinstall=True)  # fmt: skip
+    assert not mark.exists() and (prefix / "node_modules" / "is-odd").is_dir()
+
+
+def test_a_package_without_the_program_its_file_names_is_an_install_failure_naming_its_own(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("npm") is None:
+        if IN_CI:
+            pytest.fail("CI=true and no npm on PATH")
+        pytest.skip("no npm on PATH")
+    with pytest.raises(InstallError) as failed:
+        npm_install("is-number", "is-number", "7.0.0", "isnum", cache=tmp_path)
+    assert str(failed.value) == (
+        "npm install is-number@7.0.0 made no isnum: the package has no binary isnum "
+        "(it links no program)"
+    )

@@ -196,3 +196,30 @@ def test_the_stdio_tap_drops_a_line_past_its_limit_and_says_what_is_no_message(
     assert "the client wrote a line that is no JSON-RPC message: not json \\x1b[31m" in said
     assert f"a line of {len(endless)} bytes, over the tap's limit" in said
     assert [m.method for m in from_jsonl(out.read_text())] == ["ping", "ping"]  # both ways
+
+
+def test_the_stdio_taps_last_words_count_every_line_for_the_row(tmp_path: Path) -> None:
+    """The log quotes the first 3 lines that are no message; the tap's last line counts
+    them all, and row_notes sums every connection's."""
+    import subprocess
+    import sys
+
+    from mcp_lab.runners import stdio_tap
+
+    echo = "import sys\nfor line in sys.stdin.buffer:\n    sys.stdout.buffer.write(line)\n"
+    log = tmp_path / "lab.log"
+    for _connection in range(2):
+        subprocess.run(
+            [sys.executable, "-m", "mcp_lab.runners.stdio_tap", "--out", str(tmp_path / "w"),
+             "--log", str(log), "--", sys.executable, "-c", echo],
+            input=b"".join(b"noise %d\n" % i for i in range(5)), capture_output=True,
+            timeout=60, check=True,
+        )  # fmt: skip
+    notes = stdio_tap.row_notes(log.read_text().splitlines())
+    assert notes == [
+        "10 line(s) the client wrote to the server were not JSON-RPC (the first: noise 0): "
+        "passed on, not recorded",
+        "10 line(s) the lab's server wrote to the client were not JSON-RPC (the first: "
+        "noise 0): passed on, not recorded",
+    ], notes
+    assert stdio_tap.row_notes(["mcp-lab stdio tap: nothing of the kind", "a log line"]) == []

@@ -93,29 +93,116 @@ def npm_install(
     postinstall: str | None = None,
     *,
     cache: Path,
+    packages: tuple[str, ...] = (),
+    reinstall: bool = False,
 ) -> Path:
     """Install ``package@version`` into the prefix ``<cache>/<name>-<version>`` (once);
     returns the path of its ``binary``: a program in node_modules/.bin, or a path under
     node_modules (``@factory/cli-linux-x64/bin/droid``: a package that links no program).
     ``postinstall``: a local script under node_modules, run with node afterwards when
     this version has it. ``cache``: the runner's cache (the clients and the bridges each
-    have their own)."""
+    have their own). ``packages``: more specs (``name@version``) installed beside it (a
+    client file's ``[install] packages``). ``reinstall``: install again, over what is
+    cached. A package whose binary comes in a platform package (an optional dependency
+    npm could not get) has none: InstallError saying so (:func:`platform_binary`)."""
     prefix = cache / f"{name}-{version}"
     path = prefix / "node_modules" / (binary if "/" in binary else Path(".bin", binary))
     done = prefix / ".mcp-lab-installed"
-    if done.exists() and path.exists():
+    marker = _marker(f"{package}@{version}", packages)
+    if not reinstall and _cached(done, marker, path):
+        platform_binary(prefix, package, version)
         return path
+    if reinstall and prefix.exists():
+        shutil.rmtree(prefix)
     prefix.mkdir(parents=True, exist_ok=True)
+    done.unlink(missing_ok=True)
     command = [_npm(), "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]
-    checked([*command, str(prefix), f"{package}@{version}"], f"npm install {package}@{version}")
+    wanted = [f"{package}@{version}", *packages]
+    checked([*command, str(prefix), *wanted], f"npm install {' '.join(wanted)}")
     if postinstall:
         script = prefix / "node_modules" / postinstall
         if script.exists():
             checked(["node", str(script)], f"{package} install script", cwd=script.parent)
+    platform_binary(prefix, package, version)
     if not path.exists():
-        raise InstallError(f"npm install {package}@{version} made no {binary}")
-    done.write_text(f"{package}@{version}\n")
+        raise InstallError(f"npm install {package}@{version} made no {binary}: the package "
+                           f"has no binary {binary} ({_programs(prefix, package)})")  # fmt: skip
+    done.write_text(marker)
     return path
+
+
+def _programs(prefix: Path, package: str) -> str:
+    """The programs ``package`` links, as its package.json names them."""
+    try:
+        named = json.loads((prefix / "node_modules" / package / "package.json").read_text())
+    except (OSError, ValueError):
+        return "it was not installed"
+    links = named.get("bin") if isinstance(named, dict) else None
+    if isinstance(links, str):
+        links = {str(named.get("name", package)).rsplit("/", 1)[-1]: links}
+    if not isinstance(links, dict) or not links:
+        return "it links no program"
+    return f"its programs: {', '.join(sorted(map(str, links)))}"
+
+
+def _marker(installed: str, extra: tuple[str, ...]) -> str:
+    """What an install's marker file says it holds: the package (the text it always
+    had), then each constraint and package a client file adds; an install that
+    holds other ones is made again."""
+    return "".join(f"{line}\n" for line in (installed, *extra))
+
+
+def _cached(done: Path, marker: str, path: Path) -> bool:
+    """Whether the install marked by ``done`` holds ``marker`` and its program ``path``."""
+    try:
+        return done.read_text() == marker and path.exists()
+    except OSError:
+        return False
+
+
+# A platform package's name says its platform (@kilocode/cli-linux-x64): node's names.
+_NODE_OS = {"linux": {"linux"}, "darwin": {"darwin", "macos"}, "win32": {"win32", "windows"}}
+_NODE_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}
+
+
+def _for_this_platform(name: str) -> bool:
+    parts = set(re.split(r"[-_/@.]", name.lower()))
+    arch = platform.machine().lower()
+    return bool(parts & _NODE_OS.get(sys.platform, {sys.platform})) and (
+        _NODE_ARCH.get(arch, arch) in parts
+    )
+
+
+def platform_binary(prefix: Path, package: str, version: str) -> None:
+    """InstallError when ``package`` (installed in ``prefix``) gets its binary from
+    a platform package and npm installed none for this platform: an optional
+    dependency npm skips when it cannot get it (Kilo Code 7.6.2's
+    ``@kilocode/cli-linux-x64`` is not on the registry), leaving a launcher that
+    finds no binary. The message says which, and whether the registry has it."""
+    manifest = prefix / "node_modules" / package / "package.json"
+    try:
+        optional = json.loads(manifest.read_text()).get("optionalDependencies") or {}
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(optional, dict):
+        return
+    mine = sorted((str(n) for n in optional if _for_this_platform(str(n))), key=len)
+    places = (prefix / "node_modules", prefix / "node_modules" / package / "node_modules")
+    if not mine or any((where / n).is_dir() for n in mine for where in places):
+        return
+    first = f"{mine[0]}@{optional[mine[0]]}"
+    others = f" (nor {', '.join(mine[1:4])}{', ...' if len(mine) > 4 else ''})" if mine[1:] else ""
+    try:
+        found = checked([_npm(), "view", first, "version"], f"npm view {first}").strip()
+        where = f"the registry has {first} ({found or 'no version'}), yet npm did not install it"
+    except InstallError as exc:
+        gone = "E404" in str(exc) or "404" in str(exc)
+        where = f"{first} is not on the npm registry" if gone else f"npm view {first}: {exc}"
+    machine = platform.machine().lower()
+    raise InstallError(
+        f"{package}@{version} has no binary for {sys.platform}-{_NODE_ARCH.get(machine, machine)}: "
+        f"its launcher needs a platform package and npm installed none: {where}{others}"
+    )
 
 
 def checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
@@ -279,21 +366,42 @@ def python_install_hint(version: str) -> str:
 
 
 def pypi_install(
-    name: str, package: str, version: str, binary: str, *, cache: Path, python: str | None = None
+    name: str,
+    package: str,
+    version: str,
+    binary: str,
+    *,
+    cache: Path,
+    python: str | None = None,
+    constraints: tuple[str, ...] = (),
+    packages: tuple[str, ...] = (),
+    reinstall: bool = False,
 ) -> Path:
     """Install ``package==version`` into the virtualenv ``<cache>/<name>-<version>``
     (once), made with Python ``python`` (:func:`find_python`) or the lab's own; returns
-    the path of its ``binary``."""
+    the path of its ``binary``. ``constraints``: pip constraints (``mcp<2.3``: what a
+    dependency may be), ``packages``: more requirements installed with it (a client
+    file's ``[install] constraints`` and ``packages``). ``reinstall``: make the
+    virtualenv again, over what is cached."""
     venv = cache / f"{name}-{version}"
     path = venv / "bin" / binary
     done = venv / ".mcp-lab-installed"
-    if done.exists() and path.exists():
+    marker = _marker(
+        f"{package}=={version}", (*(f"constraint {c}" for c in constraints), *packages)
+    )
+    if not reinstall and _cached(done, marker, path):
         return path
     interpreter = find_python(python) if python else sys.executable
     checked([interpreter, "-m", "venv", "--clear", str(venv)], f"a virtualenv for {name}")
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-    checked([*pip, "--quiet", f"{package}=={version}"], f"pip install {package}")
+    if constraints:
+        pinned = venv / "mcp-lab-constraints.txt"
+        pinned.write_text("".join(f"{c}\n" for c in constraints))
+        pip += ["--constraint", str(pinned)]
+    wanted = [f"{package}=={version}", *packages]
+    checked([*pip, "--quiet", *wanted], f"pip install {' '.join(wanted)}")
     if not path.exists():
-        raise InstallError(f"pip install {package}=={version} made no {binary}")
-    done.write_text(f"{package}=={version}\n")
+        raise InstallError(f"pip install {package}=={version} made no {binary}: the package "
+                           f"has no program bin/{binary}")  # fmt: skip
+    done.write_text(marker)
     return path

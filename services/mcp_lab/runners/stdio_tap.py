@@ -4,7 +4,8 @@ It runs ``CMD ARGS`` and passes its stdin and stdout through unchanged, a line a
 time (stdio MCP is one JSON-RPC message a line), keeping each message, each way, with
 the time it passed, as :class:`mcp_lab.runners.wire.WireMessage` lines in ``FILE``
 (written as they pass). A line over 16 MiB is dropped, not held; a line that is no JSON
-is passed on unrecorded; the tap says each in the lab's log (bounded). Its stderr is
+is passed on unrecorded; the tap says each in the lab's log (bounded), and at its end
+how many of each there were (:func:`row_notes` reads that back, for a row's notes). Its stderr is
 the command's. The bridges runner puts it between the reference client and a bridge
 that speaks stdio to its client, and between a bridge and the lab's stdio server; the
 clients runner between a client and the lab's stdio server. ``--env-file`` (a JSON
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -40,6 +42,16 @@ _STOP_SECONDS = 10.0
 _CHUNK = 64 * 1024
 _SHOWN_BAD_LINES = 3  # lines that are not JSON, quoted each way (then only counted)
 _EXCERPT_CHARS = 200
+_NOTE_EXCERPT_CHARS = 120  # what a row's note quotes of the first such line
+_PREFIX = "mcp-lab stdio tap: "
+_BAD = "wrote a line that is no JSON-RPC message: "
+# The tap's last words on a side (one line each): what row_notes reads back.
+_SUMMARY = re.compile(
+    r"in all, the (?P<sender>\w+) wrote (?P<bad>\d+) line\(s\) that are no JSON-RPC message "
+    r"and (?P<over>\d+) over the tap's limit \(the longest (?P<longest>\d+) bytes\)"
+)
+_DROPPED = re.compile(r"the (?P<sender>\w+) wrote a line of (?P<size>\d+) bytes, over the tap")
+_SENDERS = {CLIENT: "the client wrote to the server", LAB: "the lab's server wrote to the client"}
 
 
 class _Notes:
@@ -49,9 +61,10 @@ class _Notes:
     def __init__(self, log: IO[str] | None) -> None:
         self._log = log
         self.not_json: dict[str, int] = {}
+        self.over: dict[str, list[int]] = {}  # the sizes of the lines dropped, each side
 
     def say(self, text: str) -> None:
-        line = f"mcp-lab stdio tap: {text}\n"
+        line = f"{_PREFIX}{text}\n"
         if self._log is not None:
             self._log.write(line)
             self._log.flush()
@@ -63,11 +76,60 @@ class _Notes:
         seen = self.not_json[sender] = self.not_json.get(sender, 0) + 1
         if seen <= _SHOWN_BAD_LINES:
             text = untrusted.shown(line.decode("utf-8", "replace").rstrip("\n"), _EXCERPT_CHARS)
-            self.say(f"the {sender} wrote a line that is no JSON-RPC message: {text}")
+            self.say(f"the {sender} {_BAD}{text}")
 
     def dropped(self, size: int, sender: str) -> None:
+        self.over.setdefault(sender, []).append(size)
         self.say(f"the {sender} wrote a line of {size} bytes, over the tap's limit of "
                  f"{_LINE_LIMIT} bytes: dropped, not passed on")  # fmt: skip
+
+    def summary(self) -> None:
+        """How many lines of each side were no message or too long, once the tap ends."""
+        for sender in sorted({*self.not_json, *self.over}):
+            over = self.over.get(sender, [])
+            self.say(f"in all, the {sender} wrote {self.not_json.get(sender, 0)} line(s) that "
+                     f"are no JSON-RPC message and {len(over)} over the tap's limit (the "
+                     f"longest {max(over, default=0)} bytes)")  # fmt: skip
+
+
+def row_notes(lines: list[str]) -> list[str]:
+    """What a row says of the lines the taps of its run could not pass as messages,
+    from the tap's lines in the lab's log (``lines``: every connection's, summed): how
+    many lines each side wrote that are no JSON-RPC message (the first quoted, cut,
+    escaped as the log has it) and how many were past the tap's limit. A tap that was
+    killed before its last words is counted by the lines it said on the way."""
+    summed = {sender: [0, 0, 0] for sender in _SENDERS}  # no message, over, the longest
+    said = {sender: [0, 0, 0] for sender in _SENDERS}
+    first: dict[str, str] = {}
+    for line in lines:
+        if not line.startswith(_PREFIX):
+            continue
+        text = line[len(_PREFIX) :]
+        if (found := _SUMMARY.match(text)) and found["sender"] in summed:
+            counts = summed[found["sender"]]
+            counts[0] += int(found["bad"])
+            counts[1] += int(found["over"])
+            counts[2] = max(counts[2], int(found["longest"]))
+        elif (found := _DROPPED.match(text)) and found["sender"] in said:
+            counts = said[found["sender"]]
+            counts[1] += 1
+            counts[2] = max(counts[2], int(found["size"]))
+        for sender in _SENDERS:
+            if text.startswith(f"the {sender} {_BAD}"):
+                said[sender][0] += 1
+                first.setdefault(sender, text[len(f"the {sender} {_BAD}") :])
+    notes = []
+    for sender, whose in _SENDERS.items():
+        bad, over, longest = (max(a, b) for a, b in zip(summed[sender], said[sender], strict=True))
+        if bad:
+            quoted = untrusted.cut(first.get(sender, "?"), _NOTE_EXCERPT_CHARS)
+            notes.append(f"{bad} line(s) {whose} were not JSON-RPC (the first: "
+                         f"{quoted}): passed on, not recorded")  # fmt: skip
+        if over:
+            notes.append(f"{over} line(s) {whose} were over the tap's limit of "
+                         f"{_LINE_LIMIT // (1024 * 1024)} MiB (the longest {longest} "
+                         "bytes): dropped, not passed on")  # fmt: skip
+    return notes
 
 
 def _record(line: bytes, sender: str, out: IO[str], notes: _Notes) -> None:
@@ -164,6 +226,7 @@ async def run(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, OSError):
             await task
+    notes.summary()
     return child.returncode if child.returncode is not None else -1
 
 

@@ -133,3 +133,25 @@ def test_a_pypi_client_names_the_python_it_needs(tmp_path: Path) -> None:
     path.write_text(npm)
     with pytest.raises(DefinitionError, match=r"for a pypi package"):
         load_client(path)
+
+
+def test_a_client_file_pins_what_its_install_needs(tmp_path: Path) -> None:
+    base = ('name = "py-agent"\nkind = "program"\n[run]\nargv = ["{binary}"]\n'
+            '[install]\nversion = "1.0"\n')  # fmt: skip
+    path = tmp_path / "py-agent.toml"
+    path.write_text(base + 'pypi = "py-agent"\nconstraints = ["mcp<2.3"]\n'
+                    'packages = ["mcp==2.2.1", "httpx"]\n')  # fmt: skip
+    spec = load_client(path)
+    assert (spec.constraints, spec.packages) == (("mcp<2.3",), ("mcp==2.2.1", "httpx"))
+    path.write_text(base + 'npm = "my-agent"\npackages = ["zod@3.25.0"]\n')
+    assert load_client(path).packages == ("zod@3.25.0",)
+    for wrong, message in (
+        ('npm = "my-agent"\nconstraints = ["zod@3"]\n', "constraints are pip's"),
+        ('pypi = "py-agent"\nconstraints = "mcp<2.3"\n', "constraints must be a list"),
+        ('pypi = "py-agent"\npackages = ["--index-url=http://x"]\n', "is no requirement"),
+        ('command = "python3"\npackages = ["httpx"]\n', "for an npm or pypi package"),
+    ):
+        path.write_text(base + wrong)
+        with pytest.raises(DefinitionError, match=message):
+            load_client(path)
+    assert CLIENTS["kilo"].constraints == () and CLIENTS["kilo"].packages == ()

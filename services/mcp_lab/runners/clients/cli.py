@@ -100,6 +100,13 @@ def add_clients_parser(sub: argparse._SubParsersAction) -> None:
         help="how long the scored run watches, after the scenario's updates, for the client "
         "to bring them to its model unasked (default 6)",
     )
+    run.add_argument(
+        "--reinstall",
+        action="store_true",
+        help="install each client again over its cached install (an npm prefix or a "
+        "virtualenv in the clients' cache), e.g. after a broken install or a changed "
+        "dependency; a command on this machine is only found",
+    )
     commands.add_matrix_options(run, docs="docs/clients.md", side_by_side="rows run")
     run.set_defaults(func=_run_clients)
 
@@ -191,6 +198,7 @@ def _run_clients(args: argparse.Namespace) -> int:
                 progress=progress,
                 transport=args.transport,
                 finished=finished,
+                reinstall=args.reinstall,
             ),
             runner.say_clients,  # a Ctrl-C is said even with --quiet
         )
@@ -205,9 +213,7 @@ def _run_clients(args: argparse.Namespace) -> int:
         total = sum(runner.count_rows(c, scenarios, args.tool, args.transport) for c in chosen)
         shown = "the matrix above has only those" if rows else "nothing to show or keep"
         marked = ", kept in the history as interrupted" if kept else ""
-        runner.say_clients(
-            f"interrupted: {len(rows)} of {total} row(s) finished; {shown}{marked}"
-        )
+        runner.say_clients(f"interrupted: {len(rows)} of {total} row(s) finished; {shown}{marked}")
         return INTERRUPTED_EXIT
     failed = sorted({f"{r.client} {r.version}" for r in rows if r.runner_failed is not None})
     if failed:  # said even with --quiet: the exit code's reason

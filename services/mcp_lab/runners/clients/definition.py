@@ -29,6 +29,10 @@ user's own is read with ``mcp-lab clients run --client-file PATH`` or ``mcp-lab 
     python = "3.13"                # optional (pypi): the Python its virtualenv is made
                                    # with (python3.13 on PATH, or under ~/.pyenv/versions)
     postinstall = "pkg/install.js" # optional: a local script under node_modules, run once
+    constraints = ["mcp<2.3"]      # optional (pypi): pip constraints on its dependencies
+    packages = ["mcp==2.2.1"]      # optional: more packages installed beside it (npm:
+                                   # name@version, pypi: a requirement); a change to
+                                   # either installs it again (so does --reinstall)
     unavailable = "why"            # optional: it cannot be installed offline (a row says why)
 
     [model]
@@ -111,7 +115,7 @@ _CLIENT_KEYS = {
     "": {"name", "title", "kind", "client_info", "transports", "install", "model", "config",
          "run", "connect"},
     "install": {"npm", "pypi", "command", "version", "binary", "node", "python",
-                "postinstall", "unavailable"},
+                "postinstall", "unavailable", "constraints", "packages"},
     "model": {"api"},
     "config": {"writer", "path"},
     "run": {"argv", "continue", "env", "interactive"},
@@ -143,6 +147,8 @@ class ClientDef:
     python: str | None = None  # the Python a pypi client's virtualenv is made with
     postinstall: str | None = None
     unavailable: str | None = None
+    constraints: tuple[str, ...] = ()  # pip constraints of a pypi client's install
+    packages: tuple[str, ...] = ()  # more packages its install puts beside it
     origin: str = "built in"  # the file it came from
     connect: connecting.ConnectDef | None = None  # what mcp-lab connect prints for it
 
@@ -273,11 +279,21 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         raise fail(f"[run] interactive {interactive!r} is not one of {', '.join(INTERACTIVE_UIS)}")
     node = install.get("node")
     if node is not None and node != "22":
-        raise fail("[install] node may only be \"22\"")
+        raise fail('[install] node may only be "22"')
     python = install.get("python")
     wrong_python = source != PYPI or not isinstance(python, str) or not _PYTHON.match(python)
     if python is not None and wrong_python:
         raise fail('[install] python is a version such as "3.13", for a pypi package')
+    constraints = _strings(install.get("constraints", []), "[install] constraints", fail)
+    if constraints and source != PYPI:
+        raise fail("[install] constraints are pip's, for a pypi package (npm: packages)")
+    packages = _strings(install.get("packages", []), "[install] packages", fail)
+    if (constraints or packages) and source == COMMAND:
+        raise fail("[install] constraints and packages are for an npm or pypi package")
+    for where, item in [*(("constraints", c) for c in constraints),
+                        *(("packages", p) for p in packages)]:  # fmt: skip
+        if not item.strip() or item.lstrip().startswith("-") or "\n" in item:
+            raise fail(f"[install] {where}: {item!r} is no requirement (no options, one line)")
     connect = None
     if "connect" in data:
         connect = connecting.parse(data["connect"], fail, writer, HTTP in transports)
@@ -304,6 +320,8 @@ def parse(data: dict[str, Any], origin: str) -> ClientDef:
         python=python,
         postinstall=install.get("postinstall"),
         unavailable=install.get("unavailable"),
+        constraints=tuple(constraints),
+        packages=tuple(packages),
         origin=origin,
         connect=connect,
     )

@@ -51,8 +51,11 @@ def _found(spec: ClientDef) -> Path:
     return Path(found)
 
 
-def _ready_client(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]:
-    """The version that runs, its binary, and the directories put first on PATH."""
+def _ready_client(
+    spec: ClientDef, version: str, reinstall: bool = False
+) -> tuple[str, Path, list[Path]]:
+    """The version that runs, its binary, and the directories put first on PATH;
+    ``reinstall``: the client's install made again (not Node 22's)."""
     if spec.source == COMMAND:
         binary = _found(spec)
         return spec.version, binary, [binary.parent]
@@ -67,11 +70,21 @@ def _ready_client(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]
             spec.binary,
             spec.local_postinstall,
             cache=cache,
+            packages=spec.packages,
+            reinstall=reinstall,
         )
     else:
         version = pypi_latest(spec.package, spec.python) if version == LATEST else version
         binary = pypi_install(
-            spec.name, spec.package, version, spec.binary, cache=cache, python=spec.python
+            spec.name,
+            spec.package,
+            version,
+            spec.binary,
+            cache=cache,
+            python=spec.python,
+            constraints=spec.constraints,
+            packages=spec.packages,
+            reinstall=reinstall,
         )
     paths = [binary.parent]
     if spec.needs_node22:
@@ -80,9 +93,10 @@ def _ready_client(spec: ClientDef, version: str) -> tuple[str, Path, list[Path]]
     return version, binary, paths
 
 
-async def install_client(spec: ClientDef, version: str) -> Installed:
-    """``spec`` at ``version`` (``latest``: the registry's newest now), ready to run;
-    InstallError saying why not."""
-    resolved, binary, paths = await asyncio.to_thread(_ready_client, spec, version)
+async def install_client(spec: ClientDef, version: str, reinstall: bool = False) -> Installed:
+    """``spec`` at ``version`` (``latest``: the registry's newest now), ready to run
+    (``reinstall``: installed again, over the cached install); InstallError saying why
+    not."""
+    resolved, binary, paths = await asyncio.to_thread(_ready_client, spec, version, reinstall)
     driver = None if spec.kind == INSPECTOR else drivers.templated(spec)
     return Installed(binary, paths, driver, resolved)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_lab.runners.clients import drivers
+from mcp_lab.runners.clients import drivers, verdict
 from mcp_lab.runners.clients.agent_runs import run_agent, run_interactive
 from mcp_lab.runners.clients.definition import COMMAND, INSPECTOR, LIBRARY, PROGRAM, ClientDef
 from mcp_lab.runners.clients.inspector_runs import run_inspector
@@ -36,7 +36,7 @@ from mcp_lab.runners.clients.runs import (
 )
 from mcp_lab.runners.clients.verdict import client_row
 from mcp_lab.runners.install import InstallError
-from mcp_lab.runners.phases import Clock, heartbeat
+from mcp_lab.runners.phases import OBSERVE, Clock, heartbeat
 from mcp_lab.runners.program import run_folder
 from mcp_lab.runners.progress import DEFAULT_JOBS, Progress, on_stderr, quiet
 from mcp_lab.runners.run_folders import run_dir
@@ -46,6 +46,7 @@ from mcp_lab.scenarios.scenario import Scenario
 # asks for both (single), else without the lab's tool.
 TOOL_CHOICES = ("auto", "off", "on", "both")
 say_clients = on_stderr("clients")
+_OVER_SECONDS = 5.0  # past the observe window, a heartbeat says the client still runs
 
 
 def setups(scenario: Scenario, tool: str) -> tuple[str, ...]:
@@ -117,6 +118,7 @@ async def run_client(
     tally: Tally | None = None,
     gate: asyncio.Semaphore | None = None,
     finished: list[ClientRow] | None = None,
+    reinstall: bool = False,
 ) -> list[ClientRow]:
     """One client's rows, one per transport, scenario and lab setup that apply, in that
     order; a single row saying why when the runner could not install it (or it cannot
@@ -125,7 +127,8 @@ async def run_client(
     ``installed``: a client that is already on disk (a test's own), with its driver.
     ``gate``: how many rows run at once, shared with other clients (default: one);
     each row has a lab, a HOME and ports of its own. ``finished``: each row is also
-    added there as soon as it is made (what a Ctrl-C keeps)."""
+    added there as soon as it is made (what a Ctrl-C keeps). ``reinstall``: install it
+    again over its cached install (a command on this machine is only found)."""
     done = finished if finished is not None else []
 
     def alone(row: ClientRow) -> list[ClientRow]:
@@ -150,9 +153,10 @@ async def run_client(
             if local:
                 installed = await install_client(spec, version)
             else:
-                progress(f"{spec.name} {version}: installing")
-                async with heartbeat(Clock(), progress, f"{spec.name} {version}: installing"):
-                    installed = await install_client(spec, version)
+                doing = f"{spec.name} {version}: {'reinstalling' if reinstall else 'installing'}"
+                progress(doing)
+                async with heartbeat(Clock(), progress, doing):
+                    installed = await install_client(spec, version, reinstall)
         except InstallError as exc:
             failed = "command not found" if local else "install failed"
             progress(f"{spec.name} {version}: {failed}")
@@ -175,14 +179,15 @@ async def run_client(
     async def one(index: int, plan: _Plan) -> ClientRow:
         where = f"{spec.name} {ready.version} {plan.scenario.name} ({plan.setup}, {plan.transport})"
         async with gate:
-            row = await _row(spec, ready, plan, runs, progress, where)
+            row, stopped = await _row(spec, ready, plan, runs, progress, where)
         if index == 0 and install_seconds:
             row.phases["install"] = {"install": install_seconds}
         done.append(row)
         level = "-" if row.level is None else str(row.level)
         counted = f"; {tally.count(row)}" if tally is not None else ""
         spent = ", ".join(f"{k} {v:.0f} s" for k, v in _summed(row).items() if v >= 1)
-        progress(f"{where}: level {level} in {row.seconds:.0f} s ({spent}){counted}")
+        ended = "".join(f"; the {script} run {verdict.stopped(plan.timeout)}" for script in stopped)
+        progress(f"{where}: level {level} in {row.seconds:.0f} s ({spent}){ended}{counted}")
         return row
 
     return list(await asyncio.gather(*(one(i, plan) for i, plan in enumerate(plans))))
@@ -213,34 +218,74 @@ async def _row(
     runs: Path,
     progress: Progress,
     where: str,
-) -> ClientRow:
-    """The runs of one row (scored, and pull where the scenario has one), and its row."""
+) -> tuple[ClientRow, list[str]]:
+    """The runs of one row (scored, and pull where the scenario has one): its row, and
+    the runs whose client did not exit by itself (stopped at the timeout)."""
     started = time.monotonic()
     scenario = planned.scenario
     pull = scenario.play.pull and spec.kind not in (PROGRAM, LIBRARY)
     scripts = (SCORED, PULL) if pull else (SCORED,)
     outcomes: dict[str, ClientOutcome | str] = {}
     phases: dict[str, dict[str, float]] = {}
+    stopped: list[str] = []
     for script in scripts:
         plan = ClientPlan(scenario, planned.setup, script, planned.observe, planned.timeout,
                        planned.transport)  # fmt: skip
         folder = run_dir(runs, spec.name, installed.version, plan.folder_parts)
         clock = Clock()
-        with run_folder(spec.name, progress, f"{where} {script} run") as root:
+        label = f"{where} {script} run"
+        with run_folder(spec.name, progress, label) as root:
             try:
-                async with heartbeat(clock, progress, f"{where} {script} run"):
+                async with heartbeat(clock, _beat(progress, clock, plan), label):
                     outcome = await _run(spec, installed, root, plan, folder, clock)
                 outcomes[script] = outcome
+                if outcome.timed_out:
+                    stopped.append(script)
             except TimeoutError as exc:  # a lab that did not start (an OSError too)
                 outcomes[script] = f"the lab did not start: {exc}"
             except OSError as exc:  # the client would not start
                 outcomes[script] = f"could not run {installed.binary.name}: {exc}"
-        phases[script] = clock.durations()
+        phases[script] = _spent(clock.durations(), plan, script in stopped)
     row = client_row(spec, installed.version, scenario, planned.setup, outcomes)
     row.transport = planned.transport
     row.phases = phases
     row.seconds = round(time.monotonic() - started, 1)
-    return row
+    return row, stopped
+
+
+# A run's time past its observe window, when its client did not exit by itself.
+NOT_EXITED = "did not exit"
+
+
+def _beat(progress: Progress, clock: Clock, plan: ClientPlan) -> Progress:
+    """The heartbeat's lines, said as they are until the observe window is over; then
+    as what it is: the client still runs, until it exits or the timeout stops it."""
+
+    def say(line: str) -> None:
+        if clock.phase != OBSERVE or clock.since() <= plan.window + _OVER_SECONDS:
+            progress(line)
+            return
+        label = line.rsplit(f": {clock.phase} (", 1)[0]
+        over = clock.since() - plan.window
+        progress(f"{label}: the observe window ({plan.window:g} s) ended {over:.0f} s ago "
+                 f"and the client has not exited (stopped at --timeout {plan.timeout:g} s "
+                 "if it does not)")  # fmt: skip
+
+    return say
+
+
+def _spent(durations: dict[str, float], plan: ClientPlan, stopped: bool) -> dict[str, float]:
+    """Seconds per phase of one run; of a client stopped at the timeout, its observe
+    phase is the window, and the rest is :data:`NOT_EXITED`."""
+    seen = durations.get(OBSERVE, 0.0)
+    if not stopped or seen <= plan.window:
+        return durations
+    spent: dict[str, float] = {}
+    for phase, seconds in durations.items():  # in order: it comes right after observe
+        spent[phase] = round(plan.window, 1) if phase == OBSERVE else seconds
+        if phase == OBSERVE:
+            spent[NOT_EXITED] = round(seen - plan.window, 1)
+    return spent
 
 
 async def _run(
@@ -272,6 +317,7 @@ async def run_clients(
     progress: Progress = quiet,
     transport: str | None = None,
     finished: list[ClientRow] | None = None,
+    reinstall: bool = False,
 ) -> list[ClientRow]:
     """Rows of ``clients`` in ``scenarios``, in their order; ``jobs`` rows at a time,
     of any client (each client installed first, all side by side); each run's files in
@@ -296,6 +342,7 @@ async def run_clients(
             tally=tally,
             gate=gate,
             finished=finished,
+            reinstall=reinstall,
         )
 
     results = await asyncio.gather(*(one(spec) for spec in clients))

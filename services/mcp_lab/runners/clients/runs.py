@@ -40,6 +40,7 @@ from pathlib import Path
 
 from mcp_lab import contract
 from mcp_lab.evidence.build import Report
+from mcp_lab.runners import stdio_tap
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.configs import Server
 from mcp_lab.runners.clients.definition import HTTP, STDIO
@@ -147,6 +148,9 @@ class ClientOutcome:
     printed_versions: list[int] = field(default_factory=list)
     folder: Path | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    # What the stdio tap could not pass as messages (lines that are no JSON-RPC, lines
+    # past its limit), as the row's notes say it (stdio_tap.row_notes); over stdio only.
+    tap_notes: list[str] = field(default_factory=list)
 
     @property
     def script(self) -> str:
@@ -224,7 +228,8 @@ def keep_logs(
     exchanges: list[dict[str, object]],
 ) -> Path:
     """The run's logs, evidence, wire capture and model requests, in ``where``: for
-    reading what happened by hand. Returns the folder."""
+    reading what happened by hand. Returns the folder. Over stdio, what the tap said of
+    lines it could not pass as messages goes into ``outcome.tap_notes`` too."""
     if where.exists():
         for old in sorted(where.rglob("*"), reverse=True):
             old.rmdir() if old.is_dir() else old.unlink()
@@ -234,6 +239,7 @@ def keep_logs(
         (where / "server.log").write_text("\n".join(lab.server.lines) + "\n")
     if side.transport == STDIO:  # the server the client started
         (where / "stdio-server.log").write_text("\n".join(side.lines) + "\n")
+        outcome.tap_notes = stdio_tap.row_notes(side.lines)
     (where / "updater.log").write_text("\n".join(lab.updater.lines) + "\n")
     lines = [json.dumps(asdict(e)) for e in outcome.events]
     (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines))

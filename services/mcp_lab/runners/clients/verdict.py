@@ -14,14 +14,19 @@
   it disagrees with the lab's evidence, the row says so.
 - When the runner itself failed (install, a CLI that never reached the model, a model
   request the script could not answer, a failed update), the row says "runner failed"
-  and has no level.
+  and has no level, and its checklist answers only what the client was seen doing: no
+  box says ``no`` of a client the run says nothing about (JSON: the box is absent).
+- A client that never exits is "did not exit; stopped at --timeout N s"; the lines its
+  stdio tap could not pass as messages are said too (:func:`mcp_lab.runners.stdio_tap.
+  row_notes`); a note quoting the client's output keeps its error line whole (:func:`said`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from mcp_lab import protocol
+from mcp_lab import protocol, untrusted
 from mcp_lab.catalog import versions_in
 from mcp_lab.evidence import levels
 from mcp_lab.runners import wire
@@ -34,7 +39,11 @@ from mcp_lab.scenarios.scenario import Scenario
 if TYPE_CHECKING:  # the runs module imports this one
     from mcp_lab.runners.clients.runs import ClientOutcome
 
-_TAIL = 200
+_TAIL = 200  # what a note quotes of a client's output: its error line whole, at least
+_ERROR_LINE_CHARS = 1000  # an error line longer than this is cut (said so)
+# A line of output that names the error: ImportError: ..., Error: ..., error: ...
+_ERROR_WORDS = re.compile(r"^(\w+\.)*\w*(Error|Exception)\b|\berror\b|\bfatal\b", re.IGNORECASE)
+_ERROR_SEARCH_LINES = 20  # the error line is looked for among this many last lines
 
 
 def client_row(
@@ -81,7 +90,10 @@ def client_row(
     _wire(row, scored, mine)
     _run_notes(row, scored)
     why = _runner_failure(scored)
-    return row.fail(why) if why else row
+    if why:  # the run says nothing of the client: no box answers "no" for it
+        row.checklist = {k: c for k, c in row.checklist.items() if c.answer not in ("no", "-")}
+        return row.fail(why)
+    return row
 
 
 def _after(outcome: ClientOutcome, at_ms: int | None) -> float | None:
@@ -194,6 +206,9 @@ def _pull(row: ClientRow, pull: ClientOutcome | str) -> None:
         row.notes.append(f"pull run: {pull}")
         return
     row.runs[pull.script] = str(pull.folder)
+    if pull.timed_out:
+        row.notes.append(f"pull run: {stopped(pull.plan.timeout)}")
+    row.notes += [f"pull run: {note}" for note in pull.tap_notes]
     record = pull.record
     if record is not None:
         row.pull_model = record.to_json()
@@ -257,13 +272,42 @@ def _yes(value: bool) -> str:
     return "yes" if value else "no"
 
 
+def stopped(timeout: float) -> str:
+    """What a run says of a client that never exited by itself."""
+    return f"did not exit; stopped at --timeout {timeout:g} s"
+
+
+def said(output: list[str], limit: int = _TAIL) -> str:
+    """What a note quotes of a client's output (escaped, one line): its error line
+    whole (the last line naming an error among the last ones, else its last line),
+    with the lines around it as far as ``limit`` characters allow, whole lines only."""
+    printed = [line.strip() for line in output if line.strip() and not line.startswith("$ ")]
+    if not printed:
+        return "it printed nothing"
+    recent = printed[-_ERROR_SEARCH_LINES:]
+    at = next((i for i in range(len(recent) - 1, -1, -1) if _ERROR_WORDS.search(recent[i])), None)
+    at = len(recent) - 1 if at is None else at
+    lines = [untrusted.shown(line, _ERROR_LINE_CHARS) for line in recent]
+    kept, size = [lines[at]], len(lines[at])
+    before, after = at - 1, at + 1
+    while True:  # the line just before, then just after, while whole ones fit
+        if after < len(lines) and size + len(lines[after]) + 3 <= limit:
+            kept.append(lines[after])
+            size, after = size + len(lines[after]) + 3, after + 1
+        elif before >= 0 and size + len(lines[before]) + 3 <= limit:
+            kept.insert(0, lines[before])
+            size, before = size + len(lines[before]) + 3, before - 1
+        else:
+            break
+    return " | ".join(kept)
+
+
 def _run_notes(row: ClientRow, outcome: ClientOutcome) -> None:
     if outcome.timed_out:
-        row.notes.append(f"did not exit within {outcome.plan.timeout:g} s; stopped")
+        row.notes.append(stopped(outcome.plan.timeout))
     elif outcome.exit_code:
-        printed = [line for line in outcome.output if line.strip() and not line.startswith("$ ")]
-        tail = " | ".join(printed[-3:])[:_TAIL] if printed else "it printed nothing"
-        row.notes.append(f"exit code {outcome.exit_code}: {tail}")
+        row.notes.append(f"exit code {outcome.exit_code}: {said(outcome.output)}")
+    row.notes += outcome.tap_notes
 
 
 def _runner_failure(outcome: ClientOutcome) -> str | None:
@@ -274,11 +318,11 @@ def _runner_failure(outcome: ClientOutcome) -> str | None:
     if record.failure:
         return record.failure
     if record.requests == 0:
-        tail = " | ".join(line for line in outcome.output[-3:] if line.strip())
+        if outcome.timed_out:
+            return f"the CLI never reached the scripted model and {stopped(outcome.plan.timeout)}"
         return (
             "the CLI never reached the scripted model "
-            f"(exit code {outcome.exit_code}{', timed out' if outcome.timed_out else ''}): "
-            f"{tail[:_TAIL]}"
+            f"(exit code {outcome.exit_code}): {said(outcome.output)}"
         )
     if not outcome.wire:
         return (
