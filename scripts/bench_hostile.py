@@ -20,6 +20,13 @@ default settings (loopback, free ports). Not a test: figures only.
   second (connecting again when closed); meanwhile a normal client (the SDK's flow)
   tries every ``--every`` seconds for ``--hold`` seconds: how many tries were served,
   how the server closed the slow connections (the status it answered), its log lines.
+* ``reconnect``: the server at ``--nofile`` again, then ``--reconnecting`` slow
+  senders (more than the cap holds), half sending nothing and half the first lines
+  of a request head, each connecting again the moment the server closes it, no
+  pause (in a process of their own); meanwhile one keep-alive connection that never
+  reconnects asks ``GET /healthz`` ``--requests`` times ``--pause`` s apart, then
+  httpx with a pool of one does, then the SDK's flow is tried as many times: served
+  of each, their latencies, and the TCP connections httpx had to open.
 * ``dashboard-memory``: a run of ``--events`` evidence events of the widest kind a client
   can make (written to Redis as the recorder writes them), then ``--viewers`` dashboard
   streams, half of them never read and half read 16 KB a second: the server's RSS
@@ -32,6 +39,7 @@ default settings (loopback, free ports). Not a test: figures only.
 
     .venv/bin/python scripts/bench_hostile.py [redis] [dashboard] [slow] [--set NAME=VALUE]
     .venv/bin/python scripts/bench_hostile.py slowbody --hold 40
+    .venv/bin/python scripts/bench_hostile.py reconnect --reconnecting 150
     .venv/bin/python scripts/bench_hostile.py flood --set max_subscriptions_per_session=5000
 """
 
@@ -41,6 +49,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import re
 import socket
 import sys
@@ -49,6 +58,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
+from typing import Protocol
 
 import httpx2
 import redis
@@ -63,6 +73,14 @@ from tests.support.lab import LabProcess, lab_env
 _HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 _READY = r"\[lab\] server ready .*relay=subscribed"
 _URI = "test://review/status"
+
+
+class Counter(Protocol):
+    value: int
+
+
+class EventLike(Protocol):
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 # Settings other than the defaults, from --set NAME=VALUE (MCP_TEST_NAME).
@@ -352,6 +370,175 @@ async def slow_bodies(count: int, nofile: int, hold: float, every: float) -> Non
         for line in [line for line in lines if re.search(r"\[(lab|guard)\]", line)][:8]:
             print(f"  log: {line[:200]}")
     finally:
+        server.stop()
+        embedded.stop()
+
+
+async def reconnecting_sender(port: int, stop: asyncio.Event, partial: bool, seen: Counter) -> None:
+    """A slow sender that never pauses: it connects, sends nothing (or, when
+    ``partial``, the first lines of a request head), waits for the server to close it
+    and connects again at once, until ``stop``; ``seen`` counts its connections."""
+    head = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode() if partial else b""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0)  # refused by the kernel: again at once, but let others run
+            continue
+        seen.value += 1
+        try:
+            if head:
+                writer.write(head)
+            while not stop.is_set():
+                try:
+                    if await asyncio.wait_for(reader.read(1024), 1.0) == b"":
+                        break
+                except TimeoutError:
+                    continue
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+
+def reconnecting_attack(port: int, count: int, stop: EventLike, seen: Counter) -> None:
+    """``count`` :func:`reconnecting_sender` (half of them sending part of a head), in
+    a process of their own (so that they do not slow the normal client's event loop
+    down), until ``stop`` is set."""
+
+    async def attack() -> None:
+        stopping = asyncio.Event()
+        senders = [
+            asyncio.create_task(reconnecting_sender(port, stopping, bool(at % 2), seen))
+            for at in range(count)
+        ]
+        await asyncio.to_thread(stop.wait, 600)  # bounded: the bench is over long before
+        stopping.set()
+        await asyncio.gather(*senders)
+
+    asyncio.run(attack())
+
+
+def first_error(exc: BaseException) -> str:
+    """The first error inside ``exc`` (the SDK raises them in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:80]
+
+
+async def one_connection_client(port: int, requests: int, pause: float) -> list[str]:
+    """One keep-alive connection that never reconnects (a raw socket) asking
+    ``GET /healthz`` ``requests`` times, ``pause`` s apart: each request's latency, or
+    "closed" for each left once the server closed the connection."""
+    results: list[str] = []
+    request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for _ in range(requests):
+            began = time.perf_counter()
+            try:
+                writer.write(request)
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                await asyncio.wait_for(reader.readexactly(int(length[1]) if length else 0), 5)
+            except (OSError, asyncio.IncompleteReadError, TimeoutError):
+                break
+            took = time.perf_counter() - began
+            results.append(f"{took * 1000:.0f}ms" if head.startswith(b"HTTP/1.1 200") else "failed")
+            await asyncio.sleep(pause)
+    finally:
+        writer.close()
+    return results + ["closed"] * (requests - len(results))
+
+
+async def keep_alive_client(base: str, requests: int, pause: float) -> tuple[list[str], int]:
+    """One keep-alive connection (httpx, a pool of one) asking ``GET /healthz``
+    ``requests`` times, ``pause`` s apart: each request's latency (or the error it
+    met) and how many TCP connections the client had to open for them."""
+    connects = 0
+
+    async def trace(name: str, info: dict) -> None:
+        nonlocal connects
+        if name.endswith("connect_tcp.complete"):
+            connects += 1
+
+    limits = httpx2.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=60)
+    results: list[str] = []
+    async with httpx2.AsyncClient(timeout=5, limits=limits) as http:
+        for _ in range(requests):
+            began = time.perf_counter()
+            try:
+                reply = await http.get(f"{base}/healthz", extensions={"trace": trace})
+                took = time.perf_counter() - began
+                results.append(f"{took * 1000:.0f}ms" if reply.status_code == 200 else "failed")
+            except httpx2.HTTPError as exc:
+                results.append(f"failed ({first_error(exc)})")
+            await asyncio.sleep(pause)
+    return results, connects
+
+
+async def reconnecting_senders(
+    count: int, nofile: int, requests: int, pause: float, every: float
+) -> None:
+    """``reconnect``: ``count`` slow senders (more than the cap holds: half send nothing,
+    half part of a head; in a process of their own) reconnect the moment they are
+    closed; meanwhile a keep-alive connection that never reconnects asks ``requests``
+    times, ``pause`` s apart, then httpx with a pool of one as many times, then the
+    SDK's flow is tried as many times (each bounded by ``every``): served of each,
+    and latencies."""
+    embedded: EmbeddedRedis = start_redis()
+    port = free_port()
+    server = start(embedded.url, port, nofile=nofile)
+    base = f"http://127.0.0.1:{port}"
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    seen = spawn.RawValue("q", 0)
+    attacker = spawn.Process(target=reconnecting_attack, args=(port, count, stop, seen))
+    try:
+        await asyncio.wait_for(normal_flow(f"{base}/mcp"), 30)  # warm-up, before the attack
+        before = server.mark()
+        attacker.start()
+        await asyncio.sleep(5)  # the attacker started, the cap full and its senders cycling
+        cycled = seen.value
+        started = time.monotonic()
+        alone = await one_connection_client(port, requests, pause)
+        kept, connects = await keep_alive_client(base, requests, pause)
+        flows: list[str] = []
+        for _ in range(requests):
+            began = time.perf_counter()
+            try:
+                took = await asyncio.wait_for(normal_flow(f"{base}/mcp"), every)
+                flows.append(f"{took:.2f}s")
+            except Exception as exc:  # a failed try, whatever the SDK raised
+                flows.append(f"failed ({first_error(exc)})")
+            await asyncio.sleep(max(0.0, pause - (time.perf_counter() - began)))
+        window = time.monotonic() - started
+        rate = (seen.value - cycled) / window
+        stop.set()
+        await asyncio.to_thread(attacker.join, 30)
+        lines = server.lines[before:]
+        tracebacks = sum(1 for line in lines if line.startswith("Traceback"))
+        ok_alone = sum(1 for r in alone if r.endswith("ms"))
+        ok = sum(1 for r in kept if not r.startswith("failed"))
+        ok_flows = sum(1 for f in flows if not f.startswith("failed"))
+        print(
+            f"reconnect: {count} slow senders reconnecting without a pause (about {rate:.0f} "
+            f"connections/s) at an open-file limit of {nofile}, requests {pause:g} s apart: "
+            f"one keep-alive connection that does not reconnect served {ok_alone} of "
+            f"{len(alone)} ({', '.join(alone)}); httpx with a pool of one served {ok} of "
+            f"{len(kept)} ({', '.join(kept)}; {connects} TCP connections opened for them); "
+            f"the SDK's flow served {ok_flows} of "
+            f"{len(flows)} tries ({', '.join(flows)}); {len(lines)} log lines "
+            f"({tracebacks} tracebacks)"
+        )
+        for line in [line for line in lines if re.search(r"\[lab\] connections", line)][:4]:
+            print(f"  log: {line[:220]}")
+    finally:
+        stop.set()
+        if attacker.is_alive():
+            attacker.join(5)
+        if attacker.is_alive():
+            attacker.kill()
         server.stop()
         embedded.stop()
 
@@ -652,6 +839,9 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=30.0)
     parser.add_argument("--slow-bodies", type=int, default=92)
     parser.add_argument("--every", type=float, default=5.0)
+    parser.add_argument("--reconnecting", type=int, default=150)
+    parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument("--pause", type=float, default=0.5)
     parser.add_argument("--uris", type=int, default=3000)
     parser.add_argument("--delay", type=float, default=5.0)
     parser.add_argument(
@@ -675,6 +865,12 @@ def main() -> None:
             asyncio.run(slow_connections(args.slow, args.nofile, args.hold))
         elif attack == "slowbody":
             asyncio.run(slow_bodies(args.slow_bodies, args.nofile, args.hold, args.every))
+        elif attack == "reconnect":
+            asyncio.run(
+                reconnecting_senders(
+                    args.reconnecting, args.nofile, args.requests, args.pause, args.every
+                )
+            )
         elif attack == "flood":
             asyncio.run(subscription_flood(args.uris, args.delay, args.flow_timeout))
         elif attack == "dashboard-memory":
@@ -685,8 +881,8 @@ def main() -> None:
             )
         else:
             parser.error(
-                f"unknown attack {attack!r}: redis, dashboard, slow, slowbody, flood or "
-                "dashboard-memory"
+                f"unknown attack {attack!r}: redis, dashboard, slow, slowbody, reconnect, "
+                "flood or dashboard-memory"
             )
 
 

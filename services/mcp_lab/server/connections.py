@@ -13,14 +13,12 @@ logs each failed accept with a traceback, many times a second. So:
   ending), else it is closed. The body's deadline
   (``MCP_TEST_BODY_TIMEOUT_SECONDS``) is kept where the body is read, by the
   guard (:mod:`mcp_lab.server.guard`), which answers 408 and closes;
-* **cap**: at most :func:`connection_cap` connections are open. A new connection
-  past it takes the place of the oldest one still *waiting*: for its request
-  head, or for the rest of a request body (h11's ``their_state`` still
-  ``SEND_BODY``); that one is closed, so slow senders cannot lock others out.
-  A connection keeps its place in that line from when it began to wait for its
-  head. When every open connection is busy (a request whose body has all come,
-  or a stream), the new one is closed at once. The cap stays below the
-  open-file limit, so accept does not fail;
+* **cap**: at most :func:`connection_cap` connections are open. Past it, what
+  to close is chosen by :class:`ConnectionGuard` (its docstring): a connection
+  that has sent a whole request outlasts every connection that has not, so slow
+  senders, however fast they reconnect, take places only from each other and
+  from nobody who has been served. The cap stays below the open-file limit, so
+  accept does not fail;
 * **accept errors** (``EMFILE`` and the like, were the limit reached anyway) are
   logged once a second, with a count, not once per attempt.
 
@@ -77,20 +75,52 @@ def connection_cap(settings: LabSettings) -> tuple[int, str | None]:
         return wanted, None
     return fits, (
         f"open-file limit {soft} leaves room for {fits} connections, fewer than the "
-        f"{wanted} wanted: past them a new connection takes the place of one still "
-        "sending its request head, or is closed"
+        f"{wanted} wanted: past them a new connection takes the place of one that "
+        "has not sent a whole request, or is closed"
     )
+
+
+# h11's state of the client once its request came whole (head and body).
+_REQUEST_WHOLE = (h11.DONE, h11.MUST_CLOSE)
 
 
 class ConnectionGuard:
     """What the connections of one server share: the cap, the head deadline, and
-    the connections waiting for their request head or the rest of its body
-    (oldest first)."""
+    the connections that have not sent a whole request yet, in the order they
+    are closed for room.
+
+    Which connection the cap closes. A connection is *new* from its opening until
+    one request of it has come whole (its head and all its body) or has been
+    answered; from then on it is *proven*, for as long as it stays open (busy, or
+    idle between requests as a keep-alive connection is). When a connection
+    arrives at the cap, a new connection is closed to make room:
+
+    1. one that has *stalled*: its first bytes came, they were not a whole
+       request, and nothing more has come since (the one stalled longest);
+    2. else the one quiet longest: since it opened, if nothing has come from it
+       (a client's head may be on its way), or since more than its first bytes
+       came (a request arriving in pieces keeps its place while it moves).
+
+    A proven connection is never closed for room; only when every open connection
+    is proven is the newcomer itself closed (it is the one that has sent nothing).
+
+    So slow senders (nothing sent, part of a head, or a head and part of a body)
+    that reconnect the moment they are closed churn through the new places only,
+    and a client's keep-alive connection between its requests is not one of them.
+    What bounds a proven connection instead: uvicorn's keep-alive timeout while it
+    is idle, the head deadline (:meth:`timeout`) for each next head, the guard's
+    body deadline for each next body. The prices: proven connections holding the
+    whole cap keep newcomers out until they free their places; a new connection
+    that stays quiet while (cap - proven) others arrive may be closed before its
+    head comes; and a request whose first piece came alone is, until its next
+    piece, first in line (as a stalled sender is).
+    """
 
     def __init__(self, max_connections: int, head_timeout: float) -> None:
         self.max_connections = max_connections
         self.head_timeout = head_timeout
-        self._waiting: dict[GuardedProtocol, None] = {}
+        self._stalled: dict[GuardedProtocol, None] = {}  # stalled longest first
+        self._new: dict[GuardedProtocol, None] = {}  # the other new ones, quiet longest first
         self.timed_out = 0
         self.evicted = 0
         self.refused = 0
@@ -98,30 +128,40 @@ class ConnectionGuard:
 
     def admit(self, connection: GuardedProtocol, open_now: int) -> bool:
         """Whether ``connection`` may open (``open_now`` are open already); at the
-        cap the oldest one waiting for its head or body is closed to make room."""
-        if open_now < self.max_connections:
-            return True
-        if self._waiting:
-            oldest = next(iter(self._waiting))
-            self.done(oldest)
-            oldest.close()
+        cap a new one is closed to make room (the class docstring says which), or,
+        when every open one is proven, ``connection`` may not."""
+        if open_now >= self.max_connections:
+            line = self._stalled or self._new
+            if not line:
+                self.refused += 1
+                self._note("closed a new connection: every open one has sent a whole request")
+                return False
+            slowest = next(iter(line))
+            self.closed(slowest)
+            slowest.close()
             self.evicted += 1
-            self._note("closed the connection that waited longest for its request head or body")
-            return True
-        self.refused += 1
-        self._note("closed a new connection: every open one is busy")
-        return False
+            self._note("closed the slowest connection without a whole request, for room")
+        self._new[connection] = None
+        return True
 
-    def waiting(self, connection: GuardedProtocol) -> None:
-        """``connection`` waits (for a request head); one already waiting keeps its place."""
-        self._waiting.setdefault(connection, None)
+    def heard(self, connection: GuardedProtocol, first: bool) -> None:
+        """Bytes of new ``connection`` came, its ``first`` ones or more: stalled
+        until more come, or last in the line of the others."""
+        if connection in self._new or connection in self._stalled:
+            self.closed(connection)
+            (self._stalled if first else self._new)[connection] = None
 
-    def done(self, connection: GuardedProtocol) -> None:
-        """``connection`` no longer waits: its request (head and body) all came, or it closed."""
-        self._waiting.pop(connection, None)
+    def proven(self, connection: GuardedProtocol) -> None:
+        """A request of ``connection`` came whole, or was answered: it is not closed for room."""
+        self.closed(connection)
+
+    def closed(self, connection: GuardedProtocol) -> None:
+        """``connection`` closed (or is closing)."""
+        self._new.pop(connection, None)
+        self._stalled.pop(connection, None)
 
     def timeout(self, connection: GuardedProtocol) -> None:
-        self.done(connection)
+        self.closed(connection)
         connection.close()
         self.timed_out += 1
         self._note(f"closed a connection without a request head after {self.head_timeout:g} s")
@@ -146,8 +186,9 @@ class GuardedProtocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._admitted = False
+        self._heard = False  # some bytes have come
+        self._proven = False  # a request came whole, or was answered
         self._head_timer: asyncio.TimerHandle | None = None
-        self._body_coming = False  # a request head came, and the rest of its body may not have
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit(self, len(self.connections)):
@@ -160,22 +201,27 @@ class GuardedProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._admitted:
             return
-        self._stop_waiting()
+        self.guard.closed(self)
+        self._cancel_head_timer()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._proven:
+            self.guard.heard(self, first=not self._heard)
+        self._heard = True
+        super().data_received(data)
 
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
         if self.cycle is not cycle:  # a request head arrived: its request runs
             self._cancel_head_timer()
-            self._body_coming = True
-            self.guard.waiting(self)  # for its body (in its place if it waited for the head)
-        if self._body_coming and self.conn.their_state is not h11.SEND_BODY:
-            self._body_coming = False
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.guard.done(self)  # head and body have all come: busy, not waiting
+        if not self._proven and self.conn.their_state in _REQUEST_WHOLE:
+            self._prove()
 
     def on_response_complete(self) -> None:
+        if not self._proven:
+            self._prove()  # answered (a response may come before all its body)
         super().on_response_complete()
         if self.transport.is_closing() or self.cycle is None:
             return
@@ -188,14 +234,13 @@ class GuardedProtocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.close()
 
-    def _await_head(self) -> None:
-        self._stop_waiting()
-        self.guard.waiting(self)
-        self._head_timer = self.loop.call_later(self.guard.head_timeout, self.guard.timeout, self)
+    def _prove(self) -> None:
+        self._proven = True
+        self.guard.proven(self)
 
-    def _stop_waiting(self) -> None:
-        self.guard.done(self)
+    def _await_head(self) -> None:
         self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.guard.head_timeout, self.guard.timeout, self)
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
