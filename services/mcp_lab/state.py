@@ -17,7 +17,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from mcp_lab import contract, logs
 
@@ -45,6 +45,13 @@ DEFAULT_POOL_TIMEOUT_SECONDS = 20.0
 # (docs/performance.md, "Several replicas"). A Redis that is down refuses the
 # connection at once, so this bound is only reached by a slow or unreachable one.
 CONNECT_TIMEOUT_SECONDS = 15.0
+
+
+class StoreUnavailable(RedisError):
+    """Redis work refused or cut short because the lab's store does not answer (the
+    server's probe found it so: mcp_lab.server.store_health). A client's request gets
+    it as its error; being the outage's, not the request's, it is not logged per
+    request (the outage has one log line as it starts and one as it ends)."""
 
 
 def connect(

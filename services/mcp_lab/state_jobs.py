@@ -40,10 +40,19 @@ logger = logging.getLogger("mcp_lab.state")
 #         entry ids of jobs without a state (nobody subscribed: only acknowledged),
 #         then per state key: entry id, scope, due (ms since the epoch), while
 #         subscribed (1 or 0)
+#   A full Redis (maxmemory, noeviction) refuses the script before anything is
+#   acknowledged (an OOM error, before the XACK): the job stays pending, and
+#   the updater retries it until Redis takes writes again.
 #   Returns per state key its new version (0: its job was applied before; -1:
 #   acknowledged, not applied, the session no longer subscribed), then per job
 #   without a state 1 (acknowledged now) or 0 (applied before).
 _APPLY_JOBS = """
+-- Redis full: refuse the whole job before its acknowledgement (XACK is let through
+-- a full Redis, and a script that has written is let finish), so that it waits.
+local room = redis.pcall('SETRANGE', KEYS[1], 0, '')
+if type(room) == 'table' and room.err and string.find(room.err, 'OOM command', 1, true) then
+  return redis.error_reply("OOM command not allowed when used memory > 'maxmemory'.")
+end
 local function current_version(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then
@@ -129,6 +138,12 @@ _MESSAGE_BYTES = 16 * 1024
 #   KEYS[1] stream, KEYS[2..] listed keys
 #   ARGV: group, entry id, uri, channel, ttl, shared scope name, then one scope per key
 _APPLY_ADD = """
+-- Redis full: refuse the whole job before its acknowledgement (XACK is let through
+-- a full Redis, and a script that has written is let finish), so that it waits.
+local room = redis.pcall('SETRANGE', KEYS[1], 0, '')
+if type(room) == 'table' and room.err and string.find(room.err, 'OOM command', 1, true) then
+  return redis.error_reply("OOM command not allowed when used memory > 'maxmemory'.")
+end
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return false
 end

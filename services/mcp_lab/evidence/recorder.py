@@ -9,13 +9,15 @@ Events are written through the server's :class:`~mcp_lab.process.writer.BatchWri
 its turn instead of failing for want of a Redis connection. An event that still
 cannot be written (Redis down) is counted and logged, and as soon as Redis takes
 writes again the count is added to ``mcp:events:lost`` (an entry per gap:
-``count``, ``first_ms``, ``last_ms``), so the report can say how many events its
-run is missing instead of silently scoring fewer.
+``count``, ``first_ms``, ``last_ms``, and ``sessions``: JSON, the count of each
+session's lost events, for the sessions' rows), so the report can say how many
+events its run is missing instead of silently scoring fewer.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +45,8 @@ SESSION_END = protocol.SESSION_END
 _READ_PAGE = 1000
 
 _LOST_MAX_ENTRIES = 10_000
+# Sessions named in one entry of contract.EVENTS_LOST_STREAM at most (its "sessions").
+_LOST_SESSIONS = 1000
 
 # What a handler learnt while serving the current message (the resource version
 # it read), picked up by the recording middleware when the handler returns.
@@ -85,6 +89,10 @@ class Recorder:
         self._unsaved = 0
         self._unsaved_first_ms = 0
         self._unsaved_last_ms = 0
+        # ... and whose: lost events by session (at most _LOST_SESSIONS sessions).
+        self._unsaved_sessions: dict[str, int] = {}
+        # A loss was logged since the last write that worked (see _loss_level).
+        self._losing = False
 
     async def record(self, event: contract.Event) -> None:
         """Add one event; on a Redis error count it as lost and log it (never raises)."""
@@ -98,7 +106,8 @@ class Recorder:
             await self._writer.submit(add)
         except (RedisError, OSError) as exc:
             self._count_lost(event)
-            logger.warning(
+            logger.log(
+                self._loss_level(exc),
                 "[evidence] event not recorded (%s); %d lost so far: %s %s session=%s",
                 exc,
                 self.lost,
@@ -107,6 +116,7 @@ class Recorder:
                 event.session,
             )
             return
+        self._losing = False
         if self._unsaved:
             await self.save_lost()
 
@@ -127,7 +137,8 @@ class Recorder:
         except (RedisError, OSError) as exc:
             for event in events:
                 self._count_lost(event)
-            logger.warning(
+            logger.log(
+                self._loss_level(exc),
                 "[evidence] %d events not recorded (%s); %d lost so far: %s %s, first session=%s",
                 len(events),
                 exc,
@@ -137,8 +148,19 @@ class Recorder:
                 events[0].session,
             )
             return
+        self._losing = False
         if self._unsaved:
             await self.save_lost()
+
+    def _loss_level(self, _: Exception) -> int:
+        """The level of a lost event's line: WARNING for the first loss after a write
+        that worked, DEBUG for the rest of that run of losses (an outage is not a
+        line per request; the server's probe logs its start and end). Each one is
+        counted all the same."""
+        if self._losing:
+            return logging.DEBUG
+        self._losing = True
+        return logging.WARNING
 
     def _count_lost(self, event: contract.Event) -> None:
         self.lost += 1
@@ -147,6 +169,11 @@ class Recorder:
         self._unsaved += 1
         self._unsaved_first_ms = min(self._unsaved_first_ms, event.ts_ms)
         self._unsaved_last_ms = max(self._unsaved_last_ms, event.ts_ms)
+        session = event.session
+        if session and (
+            session in self._unsaved_sessions or len(self._unsaved_sessions) < _LOST_SESSIONS
+        ):
+            self._unsaved_sessions[session] = self._unsaved_sessions.get(session, 0) + 1
 
     @property
     def unsaved_lost(self) -> int:
@@ -159,8 +186,11 @@ class Recorder:
         count, first, last = self._unsaved, self._unsaved_first_ms, self._unsaved_last_ms
         if not count:
             return True
+        sessions, self._unsaved_sessions = self._unsaved_sessions, {}
         self._unsaved = 0  # a concurrent record() must not save the same gap twice
         entry: dict[Any, Any] = {"count": count, "first_ms": first, "last_ms": last}
+        if sessions:
+            entry["sessions"] = json.dumps(sessions, separators=(",", ":"))
         try:
             await self._redis.xadd(
                 contract.EVENTS_LOST_STREAM, entry, maxlen=_LOST_MAX_ENTRIES, approximate=True
@@ -169,6 +199,8 @@ class Recorder:
             self._unsaved += count
             self._unsaved_first_ms = min(self._unsaved_first_ms or first, first)
             self._unsaved_last_ms = max(self._unsaved_last_ms, last)
+            for session, lost in sessions.items():
+                self._unsaved_sessions[session] = self._unsaved_sessions.get(session, 0) + lost
             logger.warning(
                 "[evidence] could not save the count of %d lost event(s): %s", count, exc
             )

@@ -25,7 +25,6 @@ from mcp_lab.catalog import SERVER_INSTRUCTIONS, Catalog
 from mcp_lab.evidence import trim
 from mcp_lab.evidence.labels import SessionLabels
 from mcp_lab.evidence.recorder import Recorder
-from mcp_lab.process.writer import BatchWriter
 from mcp_lab.scenarios import registry as scenarios
 from mcp_lab.server import dashboard, lifecycle, mcp_adapter
 from mcp_lab.server.asgi import FrontDoor, normal_path
@@ -39,6 +38,7 @@ from mcp_lab.server.resume.get_streams import ServeGet, StreamLog, plain
 from mcp_lab.server.resume.middleware import Resume, heartbeat, new_replica_id
 from mcp_lab.server.service import Lab, bounded_error_data
 from mcp_lab.server.sessions import SessionRegistry
+from mcp_lab.server.store_health import GuardedWriter, HealthPing, StoreHealth, quiet_store_errors
 from mcp_lab.server.unadvertised import EMPTY_LISTS, answer_with_empty_lists
 from mcp_lab.settings import LabSettings
 
@@ -68,12 +68,27 @@ def build_lab(
         pool_timeout=settings.redis_pool_timeout_seconds,
     )
     registry = SessionRegistry()
-    # One task writes evidence and resume events in batches (see mcp_lab.process.writer).
-    writer = BatchWriter(redis, max_queue=settings.write_queue_max)
-    recorder = Recorder(redis, settings.events_max, writer)
     replica = new_replica_id()
+    # Whether Redis answers: every request's Redis work is bounded by it.
+    health = StoreHealth(settings.redis_url, replica)
+    # One task writes evidence and resume events in batches (see mcp_lab.process.writer).
+    writer = GuardedWriter(redis, health, max_queue=settings.write_queue_max)
+    recorder = Recorder(redis, settings.events_max, writer)
+    health.count_lost(lambda: recorder.lost)
     relay = Relay(settings, redis, registry, recorder, catalog, replica)
-    lab = Lab(settings, redis, registry, recorder, relay, replica, catalog, writer, scenario)
+    lab = Lab(
+        settings,
+        redis,
+        registry,
+        recorder,
+        relay,
+        replica,
+        catalog,
+        writer,
+        scenario,
+        health=health,
+    )
+    quiet_store_errors()
     labels = SessionLabels()
     feed = DashboardFeed(
         settings.redis_url,
@@ -96,6 +111,7 @@ def build_lab(
             logger.warning("[lab] redis unavailable at start (%s); will keep retrying", exc)
         writer.start()
         tasks = [
+            asyncio.create_task(health.run(), name="store-health"),
             asyncio.create_task(lab.relay.run(), name="relay"),
             asyncio.create_task(
                 heartbeat(redis, lab.replica, settings.replica_heartbeat_seconds),
@@ -190,7 +206,7 @@ def build_lab(
     mcp_adapter.add_inbound_middleware(server, recorder.middleware(lab.peer_of_request))
     dashboard.add_routes(
         server,
-        redis,
+        HealthPing(redis, health),  # /healthz: the probe's finding, at once
         lab.relay,
         registry,
         recorder,

@@ -15,7 +15,8 @@ from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, RedisError
 
 from mcp_lab import contract, protocol, state, untrusted
 from mcp_lab.catalog import Catalog
@@ -29,6 +30,7 @@ from mcp_lab.server.peers import make_peer
 from mcp_lab.server.relay import Relay
 from mcp_lab.server.resume.eventstore import RedisEventStore
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
+from mcp_lab.server.store_health import STORE_ERROR, StoreHealth
 from mcp_lab.settings import LabSettings
 
 logger = logging.getLogger("mcp_lab.server")
@@ -75,11 +77,19 @@ def subscription_limit(uri: str, limit: int) -> MCPError:
 
 
 def redis_failed(exc: Exception) -> MCPError:
-    """The error a client gets while Redis cannot be reached."""
-    logger.error("[lab] redis unavailable: %s", exc)
-    return MCPError(
+    """The error a client gets while Redis cannot be reached (or refuses a write).
+
+    An outage the server's probe sees (:class:`state.StoreUnavailable`, a refused
+    connection, a full Redis) has its own log lines (:mod:`mcp_lab.server.store_health`):
+    its requests log nothing more than DEBUG, and FastMCP's traceback of a failed read
+    is dropped (:class:`QuietStoreErrors`)."""
+    known = isinstance(exc, state.StoreUnavailable | OutOfMemoryError | RedisConnectionError)
+    logger.log(logging.DEBUG if known else logging.ERROR, "[lab] redis unavailable: %s", exc)
+    error = MCPError(
         code=mcp_types.INTERNAL_ERROR, message=f"Lab state store (Redis) unavailable: {exc}"
     )
+    setattr(error, STORE_ERROR, True)
+    return error
 
 
 @dataclass
@@ -103,6 +113,9 @@ class Lab:
     # Set when the HTTP server starts to stop: the GET streams the lab writes end
     # (mcp_adapter.write_get_streams), so that no open stream holds the shutdown up.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # Whether Redis answers (its probe runs in the lifespan); bounds the Redis work
+    # of every request (see mcp_lab.server.store_health).
+    health: StoreHealth = field(default_factory=lambda: StoreHealth(None))
 
     def read_level(self, peer: Peer, uri: str, version: int) -> int:
         """The level of a read's ``[resources/read]`` line: INFO for a session's first
@@ -296,7 +309,8 @@ class Lab:
                 version = None
                 if uri is not None:
                     try:
-                        version = await state.read_version(self.redis, self.scope(peer), uri)
+                        async with self.health.bounded():
+                            version = await state.read_version(self.redis, self.scope(peer), uri)
                     except (RedisError, OSError) as exc:
                         logger.warning("[lab] could not read the state of %s: %s", session, exc)
                 gone = "its server replica is gone"
@@ -346,7 +360,9 @@ class Lab:
         if not self.scenario.hidden:
             return frozenset()
         try:
-            return self.scenario.hidden - await state.listed(self.redis, self.scope(peer))
+            async with self.health.bounded():
+                listed = await state.listed(self.redis, self.scope(peer))
+            return self.scenario.hidden - listed
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 
@@ -357,7 +373,9 @@ class Lab:
         if not self.scenario.hidden:
             return None
         try:
-            return set(self.scenario.hidden & await state.listed(self.redis, self.scope(peer)))
+            async with self.health.bounded():
+                listed = await state.listed(self.redis, self.scope(peer))
+            return set(self.scenario.hidden & listed)
         except (RedisError, OSError) as exc:
             logger.warning("[lab] could not read the listed resources: %r", exc)
             return None
@@ -368,7 +386,10 @@ class Lab:
         try:
             initial = self.catalog[uri].initial(self.settings.initial_status)
             batch = self.writer.submit if batched else None
-            return await state.read_state(self.redis, self.scope(peer), uri, initial, batch=batch)
+            async with self.health.bounded():
+                return await state.read_state(
+                    self.redis, self.scope(peer), uri, initial, batch=batch
+                )
         except (RedisError, OSError) as exc:
             raise redis_failed(exc) from exc
 

@@ -125,14 +125,29 @@ class Applying:
 
     async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))
+        retries = 0
         while True:
             stop_if_cancelled()
             try:
                 await self._apply_batched(entry_id, job, due)
-                return
             except (RedisError, OSError) as exc:
-                logger.warning("[updater] job=%s not applied yet (%s); retrying", entry_id, exc)
+                # A full Redis refuses the job before acknowledging it (state_jobs):
+                # it waits, pending, until Redis takes writes again. One line when it
+                # starts waiting, one when it is applied.
+                level = logging.WARNING if retries == 0 else logging.DEBUG
+                logger.log(level, "[updater] job=%s not applied yet (%s); retrying", entry_id, exc)
+                retries += 1
                 await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            if retries:
+                logger.warning(
+                    "[updater] job=%s applied after %d retr%s, %.1f s after it was due",
+                    entry_id,
+                    retries,
+                    "y" if retries == 1 else "ies",
+                    max(0.0, time.time() - due),
+                )
+            return
 
     async def _apply_batched(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
         """Apply ``job`` with the other jobs due now: it joins the next batch (see

@@ -55,6 +55,15 @@ _messages: TypeAdapter[JSONRPCMessage] = TypeAdapter(JSONRPCMessage)
 _TAG_BYTES = 8
 
 
+class _Losses:
+    """Events not kept since the last one that was, of any session (see store_event)."""
+
+    since_kept = 0
+
+
+_losses = _Losses()
+
+
 def new_tag() -> str:
     """A random tag for one kept event."""
     return secrets.token_hex(_TAG_BYTES)
@@ -208,13 +217,20 @@ class RedisEventStore(EventStore):
             # writer's queue, and the writer bounds each round trip to Redis.
             entry_id, *_ = await self._writer.submit(add)
         except (RedisError, OSError, TimeoutError) as exc:
-            logger.warning(
+            # An outage is not a line per event: the first loss after a store that
+            # worked, then DEBUG until one works again (the server's probe logs the
+            # outage's start and end).
+            level = logging.DEBUG if _losses.since_kept else logging.WARNING
+            _losses.since_kept += 1
+            logger.log(
+                level,
                 "[resume] event not kept (%s): session=%s stream=%s; it cannot be replayed",
                 exc or type(exc).__name__,
                 self._session,
                 stream_id,
             )
             return ""
+        _losses.since_kept = 0
         return public_id(str(entry_id), tag)
 
     async def replay_events_after(
