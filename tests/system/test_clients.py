@@ -133,8 +133,9 @@ def other_version(name: str, version: str) -> dict:
     return row
 
 
-def answers(row: dict) -> dict[str, str]:
-    return {key: check["answer"] for key, check in row["checklist"].items()}
+def answers(row: dict) -> dict[str, str | None]:
+    """Each box's answer (None: the row has none for it, as a row that never ran)."""
+    return {key: check and check["answer"] for key, check in row["checklist"].items()}
 
 
 def check_the_row_is_the_clients(row: dict) -> None:

@@ -19,7 +19,7 @@ from mcp_lab.runners import run_folders
 from mcp_lab.runners.clients import drivers
 from mcp_lab.runners.clients.definition import HTTP, STDIO, ClientDef, parse
 from mcp_lab.runners.clients.install import Installed
-from mcp_lab.runners.clients.matrix import ClientRow
+from mcp_lab.runners.clients.matrix import CHECKLIST, ClientRow
 from mcp_lab.runners.clients.runner import run_client
 from mcp_lab.runners.clients.verdict import said
 from mcp_lab.runners.install import CLIENTS_CACHE, cache_dir
@@ -194,4 +194,5 @@ async def test_a_package_whose_platform_binary_npm_never_installed_is_an_install
         "install failed: @kilocode/cli@7.6.2 has no binary for linux-x64"
     ), row.runner_failed
     assert "@kilocode/cli-linux-x64@7.6.2 is not on the npm registry" in row.runner_failed
-    assert row.checklist == {} and json.loads(json.dumps(row.to_json()))["checklist"] == {}
+    shown = json.loads(json.dumps(row.to_json()))["checklist"]
+    assert row.checklist == {} and shown == dict.fromkeys(CHECKLIST), shown  # each null

@@ -99,8 +99,11 @@ class ClientRow:
         return self
 
     def to_json(self) -> dict[str, Any]:
+        """The row as JSON: every box of the checklist, null where it has no answer (a
+        row that never ran answers none: it says nothing of the client)."""
         data = asdict(self)
         data["level_name"] = level_name(self.level) if self.level is not None else self.no_level
+        data["checklist"] = {box: data["checklist"].get(box) for box in CHECKLIST}
         return data
 
     @property
