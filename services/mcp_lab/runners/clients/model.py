@@ -9,7 +9,9 @@ It plays one of two scripts:
        through the CLI's tool search when the CLI offers it deferred, and called
        through the CLI's tool bridge when the search only shows it), or through the
        lab's own tool when the CLI offers no resource tool (:mod:`mcp_lab.runners.clients.tools`);
-    2. when that result is back (at once, when it has nothing to read with), await the
+    2. when that result is back (or, when it is offered tools but none to read with,
+       at the first request with tools; a request with no tools gets a plain answer, so
+       a model never offered tools never gets here), await the
        update hook (the runner applies the lab's update there), then take *neutral*
        steps for ``observe_seconds``: a call of a tool that reads nothing of the lab
        every ``step_seconds`` (or none, where the CLI offers no such tool), then answer
