@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mcp_lab import contract
 from mcp_lab.catalog import Catalog
@@ -100,8 +101,17 @@ class Scenario:
     # The URI a client of this scenario reads, when it is not ``watched`` itself (a
     # template scenario: a concrete URI of the template).
     example_uri: str | None = None
+    # The caching hints of every cacheable 2026-07-28 result (server/discover, the lists,
+    # resources/read; server/utilities/caching.mdx): how long a client may keep one
+    # (0: immediately stale, the lab's default, so every update is re-read) and who may.
+    cache_ttl_ms: int = 0
+    cache_scope: Literal["public", "private"] = "private"
 
     def __post_init__(self) -> None:
+        if self.cache_ttl_ms < 0:  # caching.mdx: "a `ttlMs` value that is `>= 0`"
+            raise ValueError(f"scenario {self.name}: cache_ttl_ms {self.cache_ttl_ms} < 0")
+        if self.cache_scope not in ("public", "private"):
+            raise ValueError(f"scenario {self.name}: cache_scope {self.cache_scope!r}")
         if not self.catalog.names(self.watched):
             raise ValueError(f"scenario {self.name}: watched {self.watched} is not served")
         if self.example_uri is not None and not self.starts_timeline(self.example_uri):

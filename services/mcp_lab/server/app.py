@@ -163,6 +163,9 @@ def build_lab(
         dereference_schemas=False,
     )
     server.add_middleware(EventLogMiddleware(lab, labels))
+    # ttlMs and cacheScope of every cacheable 2026-07-28 result: the scenario's (0 and
+    # "private" by default: no client caches a read).
+    mcp_adapter.set_cache_hints(server, scenario.cache_ttl_ms, scenario.cache_scope)
 
     handlers = Handlers(lab)
     for spec in catalog:
@@ -193,6 +196,7 @@ def build_lab(
         on_end=lab.forget_subscription,
         catalog=catalog,
         on_closed=lab.listen_closed,
+        closing=lab.closing,
     )
     mcp_adapter.register_request_handler(
         server, protocol.LISTEN, mcp_types.SubscriptionsListenRequestParams, listen

@@ -8,10 +8,19 @@ Redis updates channel, on every replica) targets it, the delivery publishes
 ``ResourceUpdated`` (or ``ResourcesListChanged``) on the stream's bus, and the
 handler writes the notification onto the stream. A listen
 naming a catalog URI counts as a subscribe: the updater schedules the update.
+
+What the 2026-07-28 revision asks of the stream (``basic/patterns/subscriptions.mdx``),
+and who does it: the acknowledgement first, every message tagged with the listen
+request's id (the SDK's handler); the acknowledgement naming only the honoured subset
+(:func:`honoured`: the lab sends resource updates and the resource list's changes,
+never a tools or prompts ``list_changed``); and, when the server stops (``closing``),
+the final ``{resultType: "complete"}`` result of a graceful end rather than a dropped
+stream ("Graceful Closure").
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -60,6 +69,23 @@ def asked_for(wanted: mcp_types.SubscriptionFilter) -> str:
     return f"resources={resources} list_changed={changed}"
 
 
+def honoured(wanted: mcp_types.SubscriptionFilter) -> mcp_types.SubscriptionFilter:
+    """The part of a listen's filter the lab honours: resource updates and the resource
+    list's changes. The lab has no tools or prompts that change, so the acknowledgement
+    leaves those out ("Notification types the server does not support are omitted")."""
+    return mcp_types.SubscriptionFilter(
+        resources_list_changed=wanted.resources_list_changed,
+        resource_subscriptions=wanted.resource_subscriptions,
+    )
+
+
+async def until_closing(handler: ListenHandler, closing: asyncio.Event) -> None:
+    """End ``handler``'s stream gracefully once ``closing`` is set: its final result
+    goes out after what it still holds."""
+    await closing.wait()
+    handler.close()
+
+
 class StreamBus(InMemorySubscriptionBus):
     """The bus of one listen stream. Events published before the SDK's handler
     has subscribed (the stream registers, and its update may be relayed, a
@@ -94,8 +120,12 @@ class ListenStreams:
         on_end: OnEnd,
         catalog: Catalog,
         on_closed: OnClosed | None = None,
+        closing: asyncio.Event | None = None,
     ) -> None:
+        """``closing``: set when the server starts to stop (``Lab.closing``); each open
+        stream then ends with its final result. None: streams end only with the client."""
         self._registry = registry
+        self._closing = closing
         self._catalog = catalog
         self._peer_of = peer_of
         self._subscribe = subscribe
@@ -130,7 +160,7 @@ class ListenStreams:
             for uri in (u for u in requested if u in self._catalog):
                 job = await self._subscribe(subscriber, uri)
                 event(protocol.LISTEN, f"uri={uri}", peer, f"job={job}")
-            return await ListenHandler(bus)(ctx, params)
+            return await self._serve(bus, ctx, params)
         finally:
             # A listen ends when the client goes away, which cancels this request:
             # the cleanup must not be cancelled with it.
@@ -141,3 +171,21 @@ class ListenStreams:
                 event(protocol.LISTEN, "stream ended", peer)
                 if dropped and self._on_closed is not None:
                     await self._on_closed(peer)
+
+    async def _serve(
+        self,
+        bus: StreamBus,
+        ctx: ServerRequestContext[Any],
+        params: mcp_types.SubscriptionsListenRequestParams,
+    ) -> mcp_types.SubscriptionsListenResult:
+        """The SDK's handler over ``bus``, for the honoured part of the filter, ended
+        gracefully when the server starts to stop."""
+        narrowed = params.model_copy(update={"notifications": honoured(params.notifications)})
+        handler = ListenHandler(bus)
+        if self._closing is None:
+            return await handler(ctx, narrowed)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(until_closing, handler, self._closing)
+            result = await handler(ctx, narrowed)
+            tasks.cancel_scope.cancel()
+        return result

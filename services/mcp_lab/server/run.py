@@ -10,7 +10,6 @@ import uvicorn
 from redis.exceptions import RedisError
 
 from mcp_lab import state, untrusted
-from mcp_lab.contract import Transport
 from mcp_lab.evidence import reader
 from mcp_lab.logs import setup_logging
 from mcp_lab.process import heap
@@ -133,7 +132,8 @@ async def run_stdio(settings: LabSettings) -> None:
     server, _ = build_lab(settings)
     logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
     with peers.serving_stdio():  # one client: its nameless messages are its own
-        await server.run_async(transport=Transport.STDIO.value, show_banner=False)
+        # Both eras on the one connection (a probe, then initialize): mcp_adapter.stdio_eras.
+        await mcp_adapter.serve_stdio(server)
 
 
 def no_fastmcp_spans() -> None:

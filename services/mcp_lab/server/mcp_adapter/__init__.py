@@ -63,7 +63,9 @@ middleware, FastMCP's middleware phase, a session's connection), ``manager`` (th
 Streamable HTTP session manager: :class:`HttpSessions`, and the hook on each
 transport it admits), ``transport`` (a transport's event store, priming events and
 GET stream), ``json_posts`` (POSTs answered with one JSON body) and ``get_stream``
-(a session's GET stream written to by a fan-out). Import the names from the package.
+(a session's GET stream written to by a fan-out) and ``stdio_eras`` (the stdio
+connection, serving both protocol eras: :func:`serve_stdio`). Import the names from
+the package.
 """
 
 from __future__ import annotations
@@ -78,10 +80,12 @@ from mcp_lab.server.mcp_adapter.lowlevel import (
     on_session_end,
     register_request_handler,
     session_key,
+    set_cache_hints,
     typed_hooks_run_now,
     withdraw_request_handlers,
 )
 from mcp_lab.server.mcp_adapter.manager import HttpSessions
+from mcp_lab.server.mcp_adapter.stdio_eras import serve_stdio
 from mcp_lab.server.mcp_adapter.transport import bind_session_event_stores, write_get_streams
 
 __all__ = [
@@ -95,7 +99,9 @@ __all__ = [
     "hide_capabilities",
     "on_session_end",
     "register_request_handler",
+    "serve_stdio",
     "session_key",
+    "set_cache_hints",
     "typed_hooks_run_now",
     "unchecked_versions",
     "withdraw_request_handlers",

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from fastmcp import FastMCP
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
+from mcp_types.methods import CACHEABLE_METHODS
 from pydantic import BaseModel
 
 
@@ -28,6 +30,15 @@ def register_request_handler(
     result from the presence of a ``resources/subscribe`` handler.
     """
     server._mcp_server.add_request_handler(method, params_type, handler)
+
+
+def set_cache_hints(server: FastMCP, ttl_ms: int, scope: Literal["public", "private"]) -> None:
+    """Give every cacheable result (``mcp_types.methods.CACHEABLE_METHODS``) the hints
+    ``ttlMs=ttl_ms`` and ``cacheScope=scope``, for whatever handler serves it (a hint a
+    handler sets itself wins). FastMCP's ``cache_ttl`` takes whole seconds, positive
+    only; the low-level server's ``cache_hints`` take milliseconds, 0 included."""
+    hint = CacheHint(ttl_ms=ttl_ms, scope=scope)
+    server._mcp_server.cache_hints = dict.fromkeys(CACHEABLE_METHODS, hint)
 
 
 def withdraw_request_handlers(server: FastMCP, methods: Iterable[str]) -> None:
