@@ -8,6 +8,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from mcp_lab.runners.clients import baseline as baselines
 from mcp_lab.runners.clients.check import (
     CHECK_TIMEOUT,
     DEFAULT_EXPECT,
@@ -27,11 +28,14 @@ from mcp_lab.runners.clients.definition import (
     load_client,
 )
 from mcp_lab.runners.clients.pins import CLIENTS, known
+from mcp_lab.runners.clients.requirements import to_checks
 from mcp_lab.scenarios import registry
 
 _EPILOG = """\
 exit code: 0 when every scenario's level is at least --expect, 1 when one is below,
 2 on a usage or start-up error (a command that cannot start, a lab that did not).
+With --baseline the exit code is the baseline's instead: 0 when the failed checks are
+exactly its entries, 1 on a new failure or on an entry that now passes (stale).
 For http, {url} in CMD is the lab's MCP URL (also MCP_LAB_URL in its environment); for
 stdio, {server_command} is the command line that starts the lab as a stdio server for
 the client to spawn (also MCP_LAB_SERVER_COMMAND). docs/own-client.md has examples."""
@@ -73,9 +77,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=["table", "json", "junit"],
+        choices=["table", "json", "junit", "checks"],
         default="table",
-        help="table (default), json, or junit (a test case per checklist item, for CI)",
+        help="table (default), json, junit (a test case per checklist item, for CI), or "
+        "checks (JSON, one check per requirement with its spec reference and SUCCESS, "
+        "FAILURE or NOT_TESTABLE, as the conformance suite writes; docs/requirements.md)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help='known failures, JSON: {"expected_failures": [{"scenario": S, "check": ID, '
+        '"client": NAME (optional)}]}; fails on a failed check it does not list and on an '
+        "entry that now passes (stale); each said on stderr",
     )
     parser.add_argument(
         "--output", type=Path, metavar="FILE",
@@ -107,7 +121,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         else:
             raise DefinitionError(f"unknown client {args.client!r} (known: {known()})")
         scenarios = [registry.get(name) for name in args.scenario or ["single"]]
-    except (DefinitionError, LookupError) as exc:
+        known_failures = None if args.baseline is None else baselines.load(args.baseline)
+    except (DefinitionError, LookupError, baselines.BaselineError) as exc:
         print(f"mcp-lab check: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.timeout <= 0:
@@ -131,7 +146,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the lab and the client are stopped on the way out
         print("mcp-lab check: interrupted; no verdict", file=sys.stderr)
         return 130
-    render = {"table": to_table, "json": to_json, "junit": to_junit}[args.format]
+    render = {"table": to_table, "json": to_json, "junit": to_junit, "checks": to_checks}[
+        args.format
+    ]
     text = render(verdicts)
     if args.output is not None:
         args.output.write_text(text if text.endswith("\n") else text + "\n")
@@ -140,4 +157,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print(to_table(verdicts))
     else:
         print(text)
-    return exit_code(verdicts)
+    if known_failures is None:
+        return exit_code(verdicts)
+    code, lines = baselines.judge(known_failures, verdicts)
+    for line in lines:  # said even with --quiet: it is the verdict
+        _say(line)
+    return code

@@ -8,7 +8,9 @@ row is one verdict; the check passes when every verdict reaches ``expect``.
 
 The renderings: a table for a person, JSON for a script, and JUnit XML for a CI
 system (one test suite per scenario, one test case per checklist item: an item the
-expected level needs fails when it was not reached, one beyond it is skipped).
+expected level needs fails when it was not reached, one beyond it is skipped). The
+conformance-style checks, one per requirement, and the baseline of known failures are
+:mod:`~mcp_lab.runners.clients.requirements` and :mod:`~mcp_lab.runners.clients.baseline`.
 """
 
 from __future__ import annotations

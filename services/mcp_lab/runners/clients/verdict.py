@@ -128,7 +128,13 @@ def _evidence(spec: ClientDef, outcome: ClientOutcome, row: ClientRow) -> list[l
         at = session.checkpoints[checkpoint]
         row.checklist[box] = Check("yes", _after(outcome, at)) if at else Check("no")
     row.checks = [
-        {"key": c.key, "title": c.title, "answer": c.answer, "at_s": _after(outcome, c.at_ms)}
+        {
+            "key": c.key,
+            "title": c.title,
+            "answer": c.answer,
+            "at_s": _after(outcome, c.at_ms),
+            "ok": c.ok,  # what the ideal client does (check --format checks judges by it)
+        }
         for c in session.checks
     ]
     row.notes += best.notes
