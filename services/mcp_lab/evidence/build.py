@@ -106,6 +106,15 @@ async def build(
     if last == "+":
         missing += unsaved_lost
     scores = scoring.score_window(events, runs, played)
+    if missing:  # say it on the rows of the sessions whose evidence was lost
+        start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
+        end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
+        losses = await reader.lost_by_session(redis, start, end)
+        for client in scores.clients:
+            for session in client.sessions:
+                loss = losses.get(session.session)
+                if loss is not None:
+                    session.notes.append(loss.note())
     generated = int(time.time() * 1000)
     return Report(
         run_id,

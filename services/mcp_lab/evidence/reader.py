@@ -6,7 +6,9 @@ entries of ``mcp:runs`` (see :mod:`mcp_lab.evidence.recorder` for the writing si
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass
 from typing import cast
 
 from redis.asyncio import Redis
@@ -293,6 +295,54 @@ async def lost_in_range(redis: Redis, first: str, last: str) -> int:
     start = None if first == "-" else contract.entry_time_ms(first.lstrip("("))
     end = None if last == "+" else contract.entry_time_ms(last.lstrip("("))
     return await lost_between(redis, start, end)
+
+
+@dataclass
+class SessionLoss:
+    """A session's evidence the lab could not record (its store unavailable)."""
+
+    count: int
+    first_ms: int
+    last_ms: int
+
+    def note(self) -> str:
+        """What the session's row says of it."""
+        # The lost events' span: the outage lasted at least that long.
+        seconds = round((self.last_ms - self.first_ms) / 1000)
+        span = f"for at least {seconds} s" if seconds >= 1 else "for a moment"
+        return (
+            f"the lab's store was unavailable {span}: this verdict may be incomplete "
+            f"({self.count} event(s) of this session not recorded)"
+        )
+
+
+async def lost_by_session(
+    redis: Redis, start_ms: int | None, end_ms: int | None
+) -> dict[str, SessionLoss]:
+    """Per session, the events recorded as lost (``contract.EVENTS_LOST_STREAM``, its
+    entries' ``sessions``) between two times (None: unbounded), each gap's time span
+    taken for all the sessions it names. Entries that do not parse are skipped."""
+    found: dict[str, SessionLoss] = {}
+    for _, fields in await state.read_raw(redis, "XRANGE", contract.EVENTS_LOST_STREAM, "-", "+"):
+        try:
+            first, last = int(fields[b"first_ms"]), int(fields[b"last_ms"])
+            named = json.loads(fields.get(b"sessions", b"{}"))
+        except (KeyError, ValueError, TypeError):
+            continue
+        if not isinstance(named, dict):
+            continue
+        if not ((start_ms is None or last >= start_ms) and (end_ms is None or first < end_ms)):
+            continue
+        for session, count in named.items():
+            if not isinstance(session, str) or not isinstance(count, int) or count <= 0:
+                continue
+            had = found.get(session)
+            if had is None:
+                found[session] = SessionLoss(count, first, last)
+            else:
+                had.count += count
+                had.first_ms, had.last_ms = min(had.first_ms, first), max(had.last_ms, last)
+    return found
 
 
 async def lost_between(redis: Redis, start_ms: int | None, end_ms: int | None) -> int:
