@@ -86,6 +86,14 @@ def test_a_command_gets_the_callers_environment_under_a_home_of_its_own(
     foo, home = line.split("exit code 3: ", 1)[1].split()
     assert foo == "bar", done.stdout
     assert home != os.environ["HOME"] and "mcp-lab-" in home, home
+    assert "the command runs with your environment under a HOME of the run's own" in done.stderr
+    # --own-home: the caller's HOME (its config, logins, caches), said so.
+    mine = mcp_lab("check", "--own-home", "--command", f'{sys.executable} -c "{said}"')
+    (line,) = [n for n in mine.stdout.splitlines() if "exit code 3:" in n]
+    assert line.split("exit code 3: ", 1)[1].split() == ["bar", os.environ["HOME"]], mine.stdout
+    assert "the command runs with your environment and your HOME (--own-home)" in mine.stderr
+    refused = mcp_lab("check", "--own-home", "--client", "inspector")
+    assert refused.returncode == 2 and "--own-home is for --command" in refused.stderr
 
 
 def test_a_client_that_names_itself_nothing_is_still_scored(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from mcp_lab.runners.clients import baseline as baselines
@@ -102,6 +103,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help=f"seconds the client may run before it is stopped (default {CHECK_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--own-home",
+        action="store_true",
+        help="with --command: run it under your HOME and XDG folders (its own config, "
+        "logins, caches) instead of a fresh HOME of the run's own; it gets the rest of "
+        "your environment either way",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(func=_cmd_check)
 
@@ -112,8 +120,10 @@ def _say(line: str) -> None:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     try:
+        if args.own_home and args.command is None:
+            raise DefinitionError("--own-home is for --command (a client of your own)")
         if args.command is not None:
-            client = from_command(args.command, (args.transport,))
+            client = replace(from_command(args.command, (args.transport,)), own_home=args.own_home)
         elif args.client_file is not None:
             client = load_client(args.client_file)
         elif args.client in CLIENTS:
@@ -129,6 +139,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print("mcp-lab check: --timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
     progress = (lambda _: None) if args.quiet else _say
+    if args.command is not None:
+        progress(
+            "the command runs with your environment and your HOME (--own-home)"
+            if args.own_home
+            else "the command runs with your environment under a HOME of the run's own "
+            "(--own-home: yours)"
+        )
     try:
         verdicts = asyncio.run(
             check(

@@ -149,6 +149,9 @@ class ClientDef:
     unavailable: str | None = None
     constraints: tuple[str, ...] = ()  # pip constraints of a pypi client's install
     packages: tuple[str, ...] = ()  # more packages its install puts beside it
+    # A command of the caller's (``check --command --own-home``) runs under the caller's
+    # HOME and XDG folders instead of the run's own.
+    own_home: bool = False
     origin: str = "built in"  # the file it came from
     connect: connecting.ConnectDef | None = None  # what mcp-lab connect prints for it
 

@@ -30,6 +30,9 @@ from mcp_lab.runners.lab_side import reach
 from mcp_lab.runners.phases import Clock
 from mcp_lab.runners.program import base_env
 
+# What --own-home gives back of the caller's environment (else the run's own folders).
+_HOME_KEYS = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
 
 async def run_program(
     spec: ClientDef,
@@ -45,7 +48,7 @@ async def run_program(
     the lab plays the scenario's timeline after its subscribe. It runs in the folder of
     its client file (a command: where ``mcp-lab check`` runs), so its relative paths
     hold; a command also gets the caller's environment (HOME and the XDG folders are the
-    run's own). Its files kept in ``folder``."""
+    run's own, or with ``own_home`` the caller's). Its files kept in ``folder``."""
     assert installed.driver is not None
     home, workdir = make_dirs(root)
     outcome = ClientOutcome(plan, now_ms())
@@ -59,6 +62,11 @@ async def run_program(
         # (its config, its tokens), under the run's own HOME like every client.
         caller = dict(os.environ) if spec.source == COMMAND else {}
         env = {**caller, **base_env(home, installed.paths), **turn.env}
+        if spec.own_home and spec.source == COMMAND:  # check --own-home: the caller's own
+            for key in _HOME_KEYS:
+                env.pop(key, None)
+                if key in os.environ:
+                    env[key] = os.environ[key]
         outcome.started_ms = now_ms()
         async with marking_phases(clock or Clock(), lab, side):  # in its own folder: its paths hold
             done, outcome.timed_out = await run_cli(
