@@ -105,3 +105,12 @@ def test_junit_parses_whatever_characters_a_client_printed() -> None:
     assert suite.get("name", "").startswith("evil\\uffff ")
     text = "".join(node.text or "" for node in suite.iter("failure"))
     assert "printed \\ufffe\\uffff\\ud800" in text
+
+
+def test_a_row_that_never_ran_answers_no_box_in_the_json() -> None:
+    """A client that never ran (its install failed): each box is null, not false."""
+    made = row(3)
+    made.level, made.runner_failed, made.checklist = None, "install failed: no binary", {}
+    boxes = json.loads(to_json([Verdict(made, 6)]))["verdicts"][0]["checklist"]
+    assert boxes and set(boxes.values()) == {None}, boxes
+    assert json.loads(to_json([Verdict(row(3), 6)]))["verdicts"][0]["checklist"]["read"] is True

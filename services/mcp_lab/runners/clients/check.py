@@ -54,10 +54,11 @@ class Verdict:
         return self.row.level is not None and self.row.level >= self.expect
 
     @property
-    def checklist(self) -> dict[str, bool]:
-        """Each checklist item, reached or not (``pull`` is never one of them)."""
+    def checklist(self) -> dict[str, bool | None]:
+        """Each checklist item, reached or not (``pull`` is never one of them); None
+        where the row has no answer (a client that never ran answers none)."""
         return {
-            box: self.row.checklist[box].answer in _REACHED if box in self.row.checklist else False
+            box: self.row.checklist[box].answer in _REACHED if box in self.row.checklist else None
             for box in _ITEM_LEVELS
         }
 
