@@ -33,3 +33,17 @@ def test_a_table_wider_than_the_terminal_is_a_block_per_row() -> None:
 
 def test_a_table_that_fits_keeps_its_columns() -> None:
     assert CLIENT_MATRIX.table(_rows(), width=400) == CLIENT_MATRIX.table(_rows())
+
+
+def test_what_a_client_printed_is_cut_and_escaped_in_the_table_and_its_notes() -> None:
+    """A version with ESC and a newline (a CLI printed it) and a note quoting it: the
+    terminal gets one line each, escaped, cut (they reached it raw)."""
+    (row, _) = _rows()
+    row.version = "1.0\x1b[2J\nPASS forged" + "9" * 200
+    row.notes = ["sent clientInfo \x07evil\nmcp-lab: forged line"]
+    table = CLIENT_MATRIX.table([row])
+    assert "\x1b" not in table and "\x07" not in table, table
+    assert not any(line.startswith(("PASS", "mcp-lab:")) for line in table.splitlines())
+    assert "1.0\\x1b[2J\\nPASS forged" in table and "9" * 61 not in table
+    markdown = CLIENT_MATRIX.markdown([row])
+    assert "\x1b" not in markdown and len(markdown.splitlines()) == 3

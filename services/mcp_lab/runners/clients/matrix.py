@@ -143,15 +143,28 @@ def checks_cell(row: ClientRow) -> str:
 
 
 def _client_cells(row: ClientRow) -> list[str]:
+    """A row's cells as a terminal prints them: a client file chose its name, a CLI
+    printed its version, so each is cut to a report's cell and escaped."""
+    return [untrusted.shown(c, untrusted.TABLE_CELL_CHARS) for c in _raw_cells(row)]
+
+
+def _raw_cells(row: ClientRow) -> list[str]:
     boxes = [row.checklist[key].cell() if key in row.checklist else "-" for key in CHECKLIST]
     head = [row.client, row.version, row.scenario, row.setup, row.transport, row.protocol]
     head.append(level_cell(row))
     return [*head, *boxes, checks_cell(row)]
 
 
+def _client_markdown_cells(row: ClientRow) -> list[str]:
+    return [untrusted.for_markdown(c) for c in _raw_cells(row)]
+
+
 def _client_note(row: ClientRow) -> str:
-    where = f"{row.scenario}, {row.setup}, {row.transport}"
-    return f"{row.client} ({where}): " + ("; ".join(row.notes) or "-")
+    """The line under the table with a row's notes, each cut and escaped (a note may
+    quote what a client printed)."""
+    where = untrusted.shown(f"{row.scenario}, {row.setup}, {row.transport}", 200)
+    notes = "; ".join(untrusted.shown(n, _CLIENT_NOTE_CHARS) for n in row.notes) or "-"
+    return f"{untrusted.shown(row.client, untrusted.TABLE_CELL_CHARS)} ({where}): {notes}"
 
 
 def _client_markdown_notes(row: ClientRow) -> str:
@@ -167,7 +180,7 @@ def _cell_text(note: str) -> str:
 CLIENT_MATRIX: Matrix[ClientRow] = Matrix(
     columns=_CLIENT_COLUMNS,
     cells=_client_cells,
-    markdown_cells=_client_cells,
+    markdown_cells=_client_markdown_cells,
     table_note=_client_note,
     markdown_notes=_client_markdown_notes,
     legend="times: seconds after the client started; pull is never a level",
@@ -175,4 +188,3 @@ CLIENT_MATRIX: Matrix[ClientRow] = Matrix(
     naming=6,
     row_json=ClientRow.to_json,
 )
-
