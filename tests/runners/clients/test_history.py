@@ -263,3 +263,23 @@ def test_a_file_of_schema_3_keeps_its_transport_and_reads_no_client_info(kept: P
     first, second = CLIENT_HISTORY.read(kept)
     assert (first.transport, first.client_info) == ("stdio", "")
     assert second.client_info == "inspector-cli/2.0.0"
+
+
+def test_a_run_whose_rows_could_not_be_kept_exits_1_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The history's file cannot be written (its path is a folder): the matrix is still
+    printed, and the run exits 1 saying why (it exited 0)."""
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path))
+
+    async def made(*_: object, **__: object) -> list[ClientRow]:
+        return [row("1.0.0", 3, OLD)]
+
+    monkeypatch.setattr(runner, "run_clients", made)
+    with pytest.raises(SystemExit) as exit_code:
+        main(["clients", "run", "--client", "inspector", "--quiet", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert exit_code.value.code == 1, err
+    assert json.loads(out)["clients"][0]["version"] == "1.0.0"
+    assert "the history could not be written" in err
+    assert "exit code 1: the rows above were not kept in the history" in err

@@ -22,8 +22,7 @@ from mcp_lab.runners.interrupt import INTERRUPTED_EXIT, run_until_interrupted
 from mcp_lab.runners.progress import quiet
 
 _BRIDGE_FILE = (
-    "a bridge of your own, as a bridge file (TOML; docs/bridges.md, 'Your own bridge'); "
-    "repeatable"
+    "a bridge of your own, as a bridge file (TOML; docs/bridges.md, 'Your own bridge'); repeatable"
 )
 
 
@@ -183,6 +182,11 @@ def _run_bridges(args: argparse.Namespace) -> int:
         shown = ", shown above and kept in the history" if rows else ""
         runner.say_bridges(f"interrupted: {len(rows)} row(s) finished{shown}")
         return INTERRUPTED_EXIT
+    if rows and kept is None:  # said even with --quiet: the exit code's reason
+        runner.say_bridges(
+            "exit code 1: the rows above were not kept in the history (see why above)"
+        )
+        return 1
     return 0
 
 

@@ -215,6 +215,11 @@ def _run_clients(args: argparse.Namespace) -> int:
         marked = ", kept in the history as interrupted" if kept else ""
         runner.say_clients(f"interrupted: {len(rows)} of {total} row(s) finished; {shown}{marked}")
         return INTERRUPTED_EXIT
+    if rows and kept is None:  # said even with --quiet: the exit code's reason
+        runner.say_clients(
+            "exit code 1: the rows above were not kept in the history (see why above)"
+        )
+        return 1
     failed = sorted({f"{r.client} {r.version}" for r in rows if r.runner_failed is not None})
     if failed:  # said even with --quiet: the exit code's reason
         runner.say_clients(
