@@ -21,6 +21,9 @@ class _Named(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def origin(self) -> str: ...  # the file it came from ("built in": none)
+
 
 P = TypeVar("P", bound=_Named)  # a program under test, as its file says
 
@@ -43,10 +46,24 @@ def with_files(
     built_in: Mapping[str, P], files: list[Path], load: Callable[[Path], P]
 ) -> dict[str, P]:
     """The ``built_in`` programs and those of ``files`` (each read by ``load``), by
-    name, in that order: a file's program replaces a built-in of its name.
-    DefinitionError for a file that cannot be used."""
+    name, in that order. DefinitionError for a file that cannot be used, and for one
+    whose name is a built-in's (its rows, the history and the export would credit the
+    built-in with them), unless it is that built-in's own file."""
     found = dict(built_in)
     for path in files:
         program = load(path)
+        theirs = built_in.get(program.name)
+        if theirs is not None and not _same_file(path, theirs.origin):
+            raise DefinitionError(
+                f"{path}: name {program.name!r} is a built-in's ({theirs.origin}); give "
+                "your file a name of its own (its rows are kept under that name)"
+            )
         found[program.name] = program
     return found
+
+
+def _same_file(path: Path, origin: str) -> bool:
+    try:
+        return Path(origin).resolve() == path.resolve()
+    except OSError:
+        return False

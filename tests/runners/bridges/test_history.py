@@ -53,8 +53,9 @@ def row(version: str, through: bool, scenario: str = "single") -> BridgeRow:
     return made
 
 
-def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[BridgeRow]) -> None:
-    """``mcp-lab bridges run --bridge supergateway``, its runner giving ``rows``."""
+def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[BridgeRow], code: int = 0) -> None:
+    """``mcp-lab bridges run --bridge supergateway``, its runner giving ``rows``; it
+    exits with ``code``."""
 
     async def made(*_: object, **__: object) -> list[BridgeRow]:
         return rows
@@ -62,7 +63,7 @@ def bridges_run(monkeypatch: pytest.MonkeyPatch, rows: list[BridgeRow]) -> None:
     monkeypatch.setattr(runner, "run_bridges", made)
     with pytest.raises(SystemExit) as exit_code:
         main(["bridges", "run", "--bridge", "supergateway", "--quiet", "--format", "json"])
-    assert exit_code.value.code == 0
+    assert exit_code.value.code == code
 
 
 @pytest.fixture(autouse=True)
@@ -218,14 +219,16 @@ def main_exit(argv: list[str]) -> None:
     assert exit_code.value.code == 0
 
 
-def test_a_history_that_cannot_be_written_is_said_and_the_run_goes_on(
+def test_a_history_that_cannot_be_written_is_said_and_the_run_exits_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The rows are still printed; the exit code says they were not kept."""
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path))  # a directory, not a file
-    bridges_run(monkeypatch, [row("0.16.0", True)])
+    bridges_run(monkeypatch, [row("0.16.0", True)], code=1)
     said = capsys.readouterr()
     assert json.loads(said.out)["bridges"][0]["version"] == "0.16.0"
     assert "mcp-lab bridges: the history could not be written:" in said.err
+    assert "exit code 1: the rows above were not kept in the history" in said.err
 
 
 def test_the_history_of_one_direction(kept: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,7 +47,7 @@ def test_every_built_in_client_is_a_file_of_its_own() -> None:
     assert CLIENTS["copilot"].needs_node22 and CLIENTS["inspector"].needs_node22
 
 
-def test_a_file_of_ones_own_is_read_and_replaces_a_built_in_of_its_name(tmp_path: Path) -> None:
+def test_a_file_of_ones_own_is_read_and_cannot_take_a_built_ins_name(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text(MINIMAL)
     client = load_client(mine)
@@ -56,10 +56,15 @@ def test_a_file_of_ones_own_is_read_and_replaces_a_built_in_of_its_name(tmp_path
     )  # fmt: skip
     assert (client.client_info, client.transports, client.model_api) == ("mine", ("http",), "none")
     assert client.here == str(tmp_path)
+    assert clients_with_files([mine])["mine"] == client
+    # A file named as a built-in would have its rows (history, export) credited to the
+    # built-in: refused, saying what to do. The built-in's own file is still fine.
     own = tmp_path / "codex.toml"
     own.write_text(MINIMAL.replace('"mine"', '"codex"'))
-    assert clients_with_files([own])["codex"].kind == "program"
+    with pytest.raises(DefinitionError, match=r"name 'codex' is a built-in's .*a name of its own"):
+        clients_with_files([own])
     assert CLIENTS["codex"].kind == "cli"  # the built-in itself is untouched
+    assert clients_with_files([Path(CLIENTS["codex"].origin)])["codex"] == CLIENTS["codex"]
 
 
 @pytest.mark.parametrize(

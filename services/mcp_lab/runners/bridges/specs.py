@@ -252,8 +252,8 @@ STATELESS: str = BRIDGES["supergateway-stateless"].caveat or ""
 
 
 def bridges_with_files(files: list[Path]) -> dict[str, BridgeSpec]:
-    """The built-in bridges and those of ``files`` (a file's bridge replaces a built-in
-    of its name); DefinitionError for a file that cannot be used."""
+    """The built-in bridges and those of ``files`` (a file may not take a built-in's name);
+    DefinitionError for a file that cannot be used."""
     return with_files(BRIDGES, files, lambda path: from_def(load_bridge(path)))
 
 

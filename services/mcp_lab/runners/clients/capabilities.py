@@ -186,8 +186,8 @@ class Observed:
 
 
 def client_files(files: list[Path]) -> dict[str, ClientDef]:
-    """The built-in client files and those of ``files`` (a file's client replaces a
-    built-in of its name); DefinitionError for a file that cannot be used."""
+    """The built-in client files and those of ``files`` (a file may not take a built-in's name);
+    DefinitionError for a file that cannot be used."""
     return with_files(CLIENTS, files, load_client)
 
 

@@ -22,6 +22,6 @@ def known() -> str:
 
 
 def clients_with_files(files: list[Path]) -> dict[str, ClientDef]:
-    """The built-in clients and those of ``files`` (a file's client replaces a built-in
-    of its name); DefinitionError for a file that cannot be used."""
+    """The built-in clients and those of ``files`` (a file may not take a built-in's name);
+    DefinitionError for a file that cannot be used."""
     return with_files(CLIENTS, files, load_client)
