@@ -8,9 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
-from mcp_lab.runners.program import end_strays, run_folder
+from mcp_lab.runners.program import KEPT_LINE_CHARS, Process, end_strays, run_folder
 
 # Forks a child that leaves its session (as a daemon does), prints its pid, sleeps.
 _DAEMON = """
@@ -77,3 +78,27 @@ def test_a_run_folder_ends_what_runs_in_it_even_when_the_run_is_interrupted() ->
     assert _gone(left) and not root.exists()
     (line,) = said
     assert line.startswith(f"fake single: killed what it left running: {left} ")
+
+
+@pytest.mark.anyio
+async def test_a_clients_output_is_held_bounded_its_first_and_newest_lines_and_a_count(
+    tmp_path: Path,
+) -> None:
+    """A client writing 200,000 lines and one of 50,000 characters: at most ``keep``
+    lines are held, each cut, the first and the newest kept, the rest counted (every
+    line was held: 150 MB of output made check use 1 GB)."""
+    script = "import sys\nprint('x' * 50_000)\nfor i in range(200_000):\n    print(f'line {i}')\n"
+    child = await Process.start(
+        "chatty", [sys.executable, "-c", script], dict(os.environ), tmp_path, keep=100
+    )
+    with anyio.fail_after(60):
+        await child.process.wait()
+    assert await child.stop() == 0
+    lines = child.lines
+    assert len(lines) == 101, len(lines)  # 50 first, the count, 50 newest
+    assert lines[0] == "x" * KEPT_LINE_CHARS + "...(50000 chars)"
+    assert lines[1] == "line 0" and lines[-1] == "line 199999"
+    assert lines[50] == (
+        "[199901 line(s) of output left out here; the first and newest are kept]"
+    ), lines[50]
+    assert child.left_out == 199_901

@@ -14,6 +14,7 @@ client or bridge behind.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import re
@@ -29,21 +30,60 @@ _STOP_TIMEOUT = 10.0
 # command ends within seconds, and a process that does not stop by then is killed.
 _HURRIED_STOP_TIMEOUT = 1.5
 LINE_LIMIT = 1024 * 1024  # a longer output line is left out (a minified stack trace)
+KEPT_LINE_CHARS = 10_000  # of a client's output line, kept at most (the rest counted)
+CLIENT_LINES = 4_000  # lines of a client's output kept at most (the first and newest half)
 
 
 class Process:
-    """A child process whose output lines are kept and can be waited for."""
+    """A child process whose output lines are kept and can be waited for.
 
-    def __init__(self, name: str, process: asyncio.subprocess.Process) -> None:
+    With ``keep`` (a client's output, which the lab does not control), at most that
+    many lines are held: the first half and the newest half, each cut to
+    :data:`KEPT_LINE_CHARS`, and a count of those left out between them
+    (:attr:`left_out`); ``lines`` then reads them with a line saying how many were left
+    out. Without it (the lab's own processes) every line is kept, and an index into
+    ``lines`` stays one."""
+
+    def __init__(
+        self, name: str, process: asyncio.subprocess.Process, keep: int | None = None
+    ) -> None:
         self.name = name
         self.process = process
-        self.lines: list[str] = []
+        self._lines: list[str] = []
+        self._keep = keep
+        self._tail: collections.deque[str] = collections.deque(maxlen=max(1, (keep or 2) // 2))
+        self.left_out = 0
         self._changed = asyncio.Condition()
         self._reader = asyncio.create_task(self._read())
 
+    @property
+    def lines(self) -> list[str]:
+        if self._keep is None:
+            return self._lines
+        if not self.left_out:
+            return [*self._lines, *self._tail]
+        gap = f"[{self.left_out} line(s) of output left out here; the first and newest are kept]"
+        return [*self._lines, gap, *self._tail]
+
+    def _take(self, line: str) -> None:
+        if self._keep is None:
+            self._lines.append(line)
+            return
+        if len(line) > KEPT_LINE_CHARS:
+            line = f"{line[:KEPT_LINE_CHARS]}...({len(line)} chars)"
+        if len(self._lines) < self._keep // 2:
+            self._lines.append(line)
+            return
+        if len(self._tail) == self._tail.maxlen:
+            self.left_out += 1
+        self._tail.append(line)
+
     @classmethod
-    async def start(cls, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> Process:
-        """Start ``argv`` in a session of its own, ending with the calling thread."""
+    async def start(
+        cls, name: str, argv: list[str], env: dict[str, str], cwd: Path, keep: int | None = None
+    ) -> Process:
+        """Start ``argv`` in a session of its own, ending with the calling thread (its
+        output held as ``keep`` says: see the class)."""
         process = await asyncio.create_subprocess_exec(
             *argv,
             env=env,
@@ -55,7 +95,7 @@ class Process:
             limit=LINE_LIMIT,
             preexec_fn=die_with_parent(),
         )
-        return cls(name, process)
+        return cls(name, process, keep)
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
@@ -67,7 +107,7 @@ class Process:
             if not raw:
                 break
             async with self._changed:
-                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                self._take(raw.decode("utf-8", "replace").rstrip("\n"))
                 self._changed.notify_all()
         async with self._changed:
             self._changed.notify_all()

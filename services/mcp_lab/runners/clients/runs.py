@@ -48,7 +48,7 @@ from mcp_lab.runners.clients.model import ModelRecord
 from mcp_lab.runners.lab import RunLab
 from mcp_lab.runners.lab_side import LabSide
 from mcp_lab.runners.phases import CLIENT_START, OBSERVE, SCENARIO, TEARDOWN, Clock
-from mcp_lab.runners.program import Process
+from mcp_lab.runners.program import CLIENT_LINES, Process
 from mcp_lab.runners.wire import WireMessage, to_jsonl
 from mcp_lab.scenarios.scenario import Scenario
 
@@ -161,7 +161,8 @@ async def run_cli(
     name: str, argv: list[str], env: dict[str, str], cwd: Path, timeout: float
 ) -> tuple[Process, bool]:
     """Run a CLI to its end (or kill it after ``timeout``); returns it and whether it timed out."""
-    process = await Process.start(name, argv, env, cwd)
+    # A client's output is its own: held bounded (the first and newest lines, a count).
+    process = await Process.start(name, argv, env, cwd, keep=CLIENT_LINES)
     timed_out = False
     try:
         await asyncio.wait_for(process.process.wait(), timeout)
