@@ -81,6 +81,8 @@ def test_healthz_reports_redis_and_relay(lab) -> None:
     with urllib.request.urlopen(mcp_url.removesuffix("/mcp") + "/healthz", timeout=5) as reply:
         body = reply.read().decode()
     assert '"redis":"ok"' in body and '"relay":"subscribed"' in body
+    # The store probe's outages so far: none.
+    assert '"redis_outages":0' in body and '"redis_down_seconds":0' in body, body
 
 
 def test_dashboard_with_a_token_opens_from_its_link_and_drops_the_token(lab, page, errors) -> None:

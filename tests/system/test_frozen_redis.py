@@ -4,8 +4,9 @@ With its Redis stopped (SIGSTOP), every request is answered or refused within th
 lab's bound (``STORE_ANSWER_BOUND``: the store's answer time plus one probe
 interval, measured here with a margin for a loaded machine), the server says so in
 one line per change of the outage (not a traceback per request), ``/healthz`` says
-``degraded``; with Redis full, ``/healthz`` says ``degraded`` too and a job that falls
-due waits until Redis takes writes again. Each test runs its own Redis, server and
+``degraded`` (Redis ``unreachable``); with Redis full, ``/healthz`` says ``degraded``
+too (Redis ``full``, its outage counted) and a job that falls due waits until Redis
+takes writes again. Each test runs its own Redis, server and
 updater (tests/support/faults.py).
 """
 
@@ -89,6 +90,7 @@ async def test_frozen_redis_every_request_answered_within_the_bound() -> None:
             assert isinstance(read, MCPError) and NO_ANSWER in str(read), read
             assert isinstance(refused, MCPError) and NO_ANSWER in str(refused), refused
             assert (code, health["status"], health["redis"]) == (503, "degraded", "unreachable")
+            assert health["redis_outages"] == 1 and health["redis_down_seconds"] > 0, health
 
             assert not [line for line in during if "Traceback" in line], during
             down = [line for line in during if "[lab] redis not answering" in line]
@@ -121,10 +123,14 @@ async def test_full_redis_makes_healthz_degraded() -> None:
         mark = lab.server.mark()
         await anyio.to_thread.run_sync(lab.fill_redis)
         body = await healthz_until(lab, 503)
-        assert body["status"] == "degraded", body
+        # Full, not unreachable: it answers, refusing writes; the outage counted.
+        assert (body["status"], body["redis"]) == ("degraded", "full"), body
+        assert body["redis_outages"] == 1 and body["redis_outage_seconds"] == 0, body
         await lab.server.await_line(r"\[lab\] redis is full", BOUND, mark)
         await anyio.to_thread.run_sync(lab.free_redis)
-        await healthz_until(lab, 200)
+        body = await healthz_until(lab, 200)
+        assert body["redis"] == "ok" and body["redis_down_seconds"] == 0, body
+        assert body["redis_outages"] == 1 and body["redis_outage_seconds"] > 0, body
         await lab.server.await_line(r"\[lab\] redis takes writes again after \d+\.\d s", BOUND)
         assert len(lab.server.matching(r"\[lab\] redis is full", mark)) == 1
 

@@ -19,23 +19,43 @@ logs each failed accept with a traceback, many times a second. So:
   senders, however fast they reconnect, take places only from each other and
   from nobody who has been served. The cap stays below the open-file limit, so
   accept does not fail;
+* **write deadline**: a connection whose client stops reading is closed at the
+  socket. uvicorn stops writing to a connection whose buffer is over its
+  high-water mark and waits for the client to read; a client that never reads
+  held its response (and, once uvicorn "closed" the connection, the socket: an
+  asyncio transport closes only once its buffer is written) for as long as it
+  stayed connected, with up to the kernel's whole send buffer (4 MB) each.
+  Now a connection whose writing stays paused for ``write_timeout`` seconds, or
+  that is closing with bytes still unwritten for as long, is aborted; and a
+  response that ended unfinished (its app gave up on it, as the dashboard feed
+  does on a viewer too far behind) is aborted at once. An abort resets the
+  connection (``SO_LINGER`` 0): the kernel lets go of what it held for the
+  client at once, where a plain close would keep the socket, orphaned, until
+  the client read it all or TCP gave up. A response may also abort its own
+  connection, and wait until it is gone, through the handle
+  :class:`Connection` in its scope (``scope["extensions"][CONNECTION_EXTENSION]``);
 * **accept errors** (``EMFILE`` and the like, were the limit reached anyway) are
   logged once a second, with a count, not once per attempt.
 
 Closed connections are counted and logged (at most every ``_LOG_SECONDS``).
 :func:`protocol_class` relies on uvicorn's ``H11Protocol`` (0.55): its
 ``connection_made``/``connection_lost``, ``handle_events`` starting a new
-``cycle`` for each request head and feeding it the body's ``Data`` and
-``EndOfMessage``, its h11 connection ``conn``, ``on_response_complete``, and the
-shared ``server_state.connections``.
+``cycle`` for each request head (its ``scope``, its task added to ``tasks``,
+``response_started``/``response_complete``) and feeding it the body's ``Data``
+and ``EndOfMessage``, its h11 connection ``conn``, ``on_response_complete``,
+``pause_writing``/``resume_writing``, and the shared ``server_state.connections``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import resource
-from typing import Any
+import socket
+import struct
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -55,6 +75,14 @@ _MIN_CONNECTIONS = 16
 _PER_SESSION = 2
 _BESIDES_SESSIONS = 256
 _ACCEPT_FAILED = "socket.accept() out of system resource"
+# How long a connection's writing may stay stalled (its client reading nothing)
+# before the connection is aborted: a client on a slow link still empties the
+# buffer's 48 KiB between the high- and low-water marks well within it.
+WRITE_TIMEOUT_SECONDS = 30.0
+# The key of a request's :class:`Connection` in its ASGI scope's ``extensions``.
+CONNECTION_EXTENSION = "mcp_lab.connection"
+# SO_LINGER on, 0 s: close() resets the connection and drops what is unsent.
+_RESET = struct.pack("ii", 1, 0)
 
 
 def connection_cap(settings: LabSettings) -> tuple[int, str | None]:
@@ -116,14 +144,22 @@ class ConnectionGuard:
     piece, first in line (as a stalled sender is).
     """
 
-    def __init__(self, max_connections: int, head_timeout: float) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        head_timeout: float,
+        write_timeout: float = WRITE_TIMEOUT_SECONDS,
+    ) -> None:
         self.max_connections = max_connections
         self.head_timeout = head_timeout
+        self.write_timeout = write_timeout
         self._stalled: dict[GuardedProtocol, None] = {}  # stalled longest first
         self._new: dict[GuardedProtocol, None] = {}  # the other new ones, quiet longest first
         self.timed_out = 0
         self.evicted = 0
         self.refused = 0
+        self.write_stalled = 0  # aborted: their writing stalled past write_timeout
+        self.abandoned = 0  # aborted: their response ended unfinished
         self._log = Throttled(logger, _LOG_SECONDS)
 
     def admit(self, connection: GuardedProtocol, open_now: int) -> bool:
@@ -166,16 +202,47 @@ class ConnectionGuard:
         self.timed_out += 1
         self._note(f"closed a connection without a request head after {self.head_timeout:g} s")
 
+    def stalled(self, connection: GuardedProtocol) -> None:
+        """``connection``'s writing stalled for ``write_timeout``: it is aborted."""
+        self.write_stalled += 1
+        connection.abort()
+        self._note(f"aborted a connection whose client read nothing for {self.write_timeout:g} s")
+
+    def abandoned_response(self, connection: GuardedProtocol) -> None:
+        """A response of ``connection`` ended unfinished: aborted (uvicorn's close would
+        wait for its client to read what was written)."""
+        self.abandoned += 1
+        connection.abort()
+        self._note("aborted a connection whose response ended unfinished")
+
     def _note(self, what: str) -> None:
         self._log.warning(
             "[lab] connections: %s (cap %d; so far %d head timeouts, %d closed for room, "
-            "%d refused)",
+            "%d refused, %d write stalls, %d unfinished responses aborted)",
             what,
             self.max_connections,
             self.timed_out,
             self.evicted,
             self.refused,
+            self.write_stalled,
+            self.abandoned,
         )
+
+
+class Connection:
+    """What a response may do with the connection it is sent on, from its ASGI scope
+    (``scope["extensions"][CONNECTION_EXTENSION]``)."""
+
+    def __init__(self, protocol: GuardedProtocol) -> None:
+        self._protocol = protocol
+
+    def abort(self) -> None:
+        """Reset the connection now, dropping what its client has not read."""
+        self._protocol.abort()
+
+    async def gone(self) -> None:
+        """Until the connection is closed (its socket with it)."""
+        await self._protocol.lost.wait()
 
 
 class GuardedProtocol(H11Protocol):
@@ -189,6 +256,9 @@ class GuardedProtocol(H11Protocol):
         self._heard = False  # some bytes have come
         self._proven = False  # a request came whole, or was answered
         self._head_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._aborted = False
+        self.lost = asyncio.Event()  # set once the connection is closed
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit(self, len(self.connections)):
@@ -203,6 +273,8 @@ class GuardedProtocol(H11Protocol):
             return
         self.guard.closed(self)
         self._cancel_head_timer()
+        self._cancel_write_timer()
+        self.lost.set()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -212,10 +284,15 @@ class GuardedProtocol(H11Protocol):
         super().data_received(data)
 
     def handle_events(self) -> None:
-        cycle = self.cycle
+        cycle, tasks = self.cycle, set(self.tasks)
         super().handle_events()
         if self.cycle is not cycle:  # a request head arrived: its request runs
             self._cancel_head_timer()
+            # Before its task's first step (it was only created): the app sees it.
+            scope = cast(dict[str, Any], self.cycle.scope)
+            scope.setdefault("extensions", {})[CONNECTION_EXTENSION] = Connection(self)
+            for task in self.tasks - tasks:
+                task.add_done_callback(functools.partial(self._response_ended, self.cycle))
         if not self._proven and self.conn.their_state in _REQUEST_WHOLE:
             self._prove()
 
@@ -233,6 +310,50 @@ class GuardedProtocol(H11Protocol):
         needs its place)."""
         if not self.transport.is_closing():
             self.transport.close()
+
+    def abort(self) -> None:
+        """Reset this connection now: its socket closed, what is unwritten dropped, in
+        the server and in the kernel."""
+        if self._aborted or self.lost.is_set():
+            return
+        self._aborted = True
+        self._cancel_write_timer()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        self.transport.abort()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._await_write()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if not self.transport.is_closing():
+            self._cancel_write_timer()
+
+    def _response_ended(self, cycle: Any, _: asyncio.Task[None]) -> None:
+        """A request's app returned: a response it left unfinished is aborted at once
+        (uvicorn closes its connection, which waits for the client to read what was
+        written), and a connection closing with bytes unwritten gets the write deadline."""
+        if self.lost.is_set() or not self.transport.is_closing():
+            return
+        if cycle.response_started and not cycle.response_complete and not cycle.disconnected:
+            self.guard.abandoned_response(self)
+        elif self.transport.get_write_buffer_size():
+            self._await_write()
+
+    def _await_write(self) -> None:
+        if self._write_timer is None and not self.lost.is_set():
+            self._write_timer = self.loop.call_later(
+                self.guard.write_timeout, self.guard.stalled, self
+            )
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
 
     def _prove(self) -> None:
         self._proven = True

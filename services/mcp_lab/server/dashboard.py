@@ -9,8 +9,9 @@
 ``/api/report.EXT``, ``/api/picture``, ``/api/matrix``
                  downloads of the report (one per format), a session's picture, the
                  clients matrix (services/mcp_lab/server/exports.py)
-``/healthz``     Redis reachability, the relay's state (503 when degraded), and the
-                 Streamable HTTP sessions open against their cap
+``/healthz``     Redis's state (``ok``, ``full``, ``unreachable``: the store probe's
+                 finding, with its outages so far), the relay's state (503 when
+                 degraded), and the Streamable HTTP sessions open against their cap
 
 The reports come from the server's one :class:`~mcp_lab.server.dashboard_feed.DashboardFeed`.
 """
@@ -34,6 +35,34 @@ from mcp_lab.server.guard import DASHBOARD_COOKIE, dashboard_cookie
 from mcp_lab.server.mcp_adapter import HttpSessions
 from mcp_lab.server.relay import Relay, RelayState
 from mcp_lab.server.sessions import SessionRegistry
+from mcp_lab.server.store_health import FULL, OK, UNREACHABLE, HealthPing, StoreHealth
+
+
+def store_health_of(redis: Redis) -> StoreHealth | None:
+    """The store probe behind ``redis`` when it is the server's :class:`HealthPing`."""
+    health = getattr(redis, "_health", None) if isinstance(redis, HealthPing) else None
+    return health if isinstance(health, StoreHealth) else None
+
+
+async def store_state(redis: Redis, health: StoreHealth | None) -> dict[str, object]:
+    """What ``/healthz`` says of the store: ``redis`` (``ok``, ``full``: it answers but
+    refuses writes, ``unreachable``: it does not answer), and with the probe its
+    outages so far (``redis_outages``, ``redis_outage_seconds`` of those that ended,
+    ``redis_down_seconds`` of the one under way)."""
+    try:
+        found = OK if await redis.ping() else UNREACHABLE
+    except (RedisError, OSError):
+        found = UNREACHABLE
+    if health is None:
+        return {"redis": found}
+    if found != OK:  # the probe's finding (the ping raised it): full, or not answering
+        found = FULL if health.state == FULL else UNREACHABLE
+    return {
+        "redis": found,
+        "redis_outages": health.outages,
+        "redis_outage_seconds": round(health.outage_seconds, 1),
+        "redis_down_seconds": round(health.down_for(), 1),
+    }
 
 
 def add_routes(
@@ -52,6 +81,8 @@ def add_routes(
     """Register the dashboard and health routes on ``server``. With ``auth_token``
     the page (reached with the token: the guard let it through) sets the cookie its
     data requests carry (services/mcp_lab/server/guard.py)."""
+
+    health = store_health_of(redis)
 
     @server.custom_route("/", methods=["GET"])
     async def page(_: Request) -> Response:
@@ -100,14 +131,11 @@ def add_routes(
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_: Request) -> Response:
-        try:
-            redis_ok = bool(await redis.ping())
-        except (RedisError, OSError):
-            redis_ok = False
-        healthy = redis_ok and relay.state == RelayState.SUBSCRIBED
+        store = await store_state(redis, health)
+        healthy = store["redis"] == OK and relay.state == RelayState.SUBSCRIBED
         body = {
             "status": "ok" if healthy else "degraded",
-            "redis": "ok" if redis_ok else "unreachable",
+            **store,
             "relay": relay.state,
             "relayed": relay.messages_relayed,
             "ignored": relay.messages_ignored,

@@ -17,6 +17,14 @@ has taken the one before (uvicorn's flow control): a viewer holds at most a slic
 or two in the server. A response still sending a report two builds older than the
 newest is closed (its client reads too slowly; a browser reconnects, and is sent
 the newest): so reports held by slow readers are at most two, however many read.
+Closed at the socket: the stream aborts its connection
+(:class:`mcp_lab.server.connections.Connection`, from its scope), which drops what
+the client has not read, in the server and in the kernel (uvicorn's close waited
+for the client to read it all: a client that never read held its socket, and up to
+4 MB of kernel memory, as long as it stayed connected). It counts against
+``MCP_TEST_DASHBOARD_MAX_STREAMS`` until its connection is gone. A viewer that
+reads nothing at all, not even behind, is closed by the connections' write
+deadline (:mod:`mcp_lab.server.connections`).
 
 **Built beside the server.** A report of a long run is seconds of CPU, which on
 the server's event loop stopped every request meanwhile: a run of more than
@@ -57,6 +65,7 @@ from mcp_lab.evidence.labels import SessionLabels
 from mcp_lab.evidence.recorder import Recorder
 from mcp_lab.evidence.worker import Rendered, ReportWorker, WorkerFailed
 from mcp_lab.logs import Throttled
+from mcp_lab.server.connections import CONNECTION_EXTENSION, Connection
 
 logger = logging.getLogger("mcp_lab.dashboard")
 
@@ -78,6 +87,9 @@ _CLOSED_BEHIND: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "dashboard_closed_behind", default=False
 )
 _UNFINISHED = "ASGI callable returned without completing response."
+# The longest a stream closed for being behind waits for its connection to be gone
+# (an abort closes it at the loop's next turn), counted against the cap meanwhile.
+_GONE_SECONDS = 5.0
 
 
 class _ClosedBehindFilter(logging.Filter):
@@ -392,6 +404,7 @@ class _Watching(Response):
         self._feed.join()
         behind = anyio.CancelScope()
         frames = self._feed.frames(behind)
+        connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
         try:
             with behind:
                 response = StreamingResponse(
@@ -405,7 +418,17 @@ class _Watching(Response):
         finally:
             with anyio.CancelScope(shield=True):
                 await frames.aclose()  # lets go of the report it was sending, now
+                if behind.cancelled_caught and isinstance(connection, Connection):
+                    await _closed_at_the_socket(connection)
             self._feed.leave()
+
+
+async def _closed_at_the_socket(connection: Connection) -> None:
+    """Abort the connection of a stream closed for being behind, and wait (bounded)
+    until it is gone: the stream counts against the cap until then."""
+    connection.abort()
+    with anyio.move_on_after(_GONE_SECONDS):
+        await connection.gone()
 
 
 class _Sliced(Response):
@@ -432,3 +455,7 @@ class _Sliced(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         if behind.cancelled_caught:
             _CLOSED_BEHIND.set(True)
+            connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+            if isinstance(connection, Connection):
+                with anyio.CancelScope(shield=True):
+                    await _closed_at_the_socket(connection)
