@@ -21,6 +21,8 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
                                  (``evidence.reader.start_run``); fields ``reason``, ``scenario``
                                  (played and scored under), ``previous_scenario`` (played before)
 ``mcp:scenario``                 the scenario the running lab plays (``MCP_TEST_SCENARIO``)
+``mcp:store:epoch``              random id of this Redis's data, set (if absent) by server and
+                                 updater: gone or changed after a reconnect, the data was lost
 ``mcp:state-scope``              the running lab's ``MCP_TEST_STATE_SCOPE`` (session or shared)
 ``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
@@ -125,6 +127,8 @@ def is_event_id(value: str) -> bool:
 
 
 SCENARIO_KEY = "mcp:scenario"  # the scenario the running lab plays (set by the server at start)
+# Redis came back without its data when this is gone or changed (server/restore.py).
+STORE_EPOCH_KEY = "mcp:store:epoch"
 # The running lab's state scope (MCP_TEST_STATE_SCOPE), set by its server and its updater
 # at start: a command of another shell (trigger) acts in the lab's scope, not its own.
 STATE_SCOPE_KEY = "mcp:state-scope"

@@ -8,6 +8,7 @@ that apply them) are in :mod:`mcp_lab.state_jobs`.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -230,6 +231,15 @@ def subscribe_in(
         fields: dict[Any, Any] = job.fields()  # redis-py's parameter type is invariant
         pipe.xadd(contract.JOBS_STREAM, fields)
     return 2 + len(jobs)
+
+
+async def store_epoch(redis: Redis) -> str:
+    """The id of the data Redis holds now (``contract.STORE_EPOCH_KEY``), made if absent:
+    a Redis that came back empty has none (or, once another process made it, a new
+    one), so a process that noted the id before can tell its data is gone."""
+    await redis.set(contract.STORE_EPOCH_KEY, secrets.token_hex(8), nx=True)
+    raw = await read_raw(redis, "GET", contract.STORE_EPOCH_KEY)
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else ""
 
 
 async def listed(redis: Redis, scope: str) -> set[str]:

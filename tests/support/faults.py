@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,22 @@ class Rig:
         await anyio.to_thread.run_sync(self.redis.restart)
         if not server_frozen:
             await self.server.await_line(r"\[relay\] subscribed", BOUND, since=server_mark)
+
+    async def restart_redis_empty(self, sig: int) -> None:
+        """Stop redis-server with ``sig``, delete its data (append-only file, snapshot),
+        and start it again on the same port: a Redis that came back without its data.
+        Waits until the relay resubscribed."""
+        await self.halt_redis(sig)
+        for name in os.listdir(self.redis.data_dir):
+            path = os.path.join(self.redis.data_dir, name)
+            if name.startswith("appendonly") or name.endswith(".rdb"):
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+        left = [n for n in os.listdir(self.redis.data_dir) if "appendonly" in n or ".rdb" in n]
+        assert not left, f"data left for the restarted Redis: {left}"
+        await self.redis_back()
 
     @contextmanager
     def redis_frozen(self) -> Iterator[None]:

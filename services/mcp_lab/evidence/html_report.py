@@ -117,6 +117,9 @@ def html_of(data: Mapping[str, Any]) -> str:
             f'<p class="note-missing">{_h(missing)} event(s) of this window could not be '
             "recorded (Redis unavailable): levels may be lower than what the clients did</p>"
         )
+    restarted = data.get("store_restarted")
+    if isinstance(restarted, str) and restarted:
+        body.append(f'<p class="note-missing">{_h(restarted, 2 * _NOTE_CHARS)}</p>')
     left_out = data.get("left_out")
     notes = left_out.get("notes") if isinstance(left_out, Mapping) else None
     for note in notes if isinstance(notes, list) else []:

@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 
 from mcp_lab import contract, protocol, untrusted
 from mcp_lab.contract import Peer
+from mcp_lab.evidence import restarts
 from mcp_lab.process.writer import BatchWriter
 
 logger = logging.getLogger("mcp_lab.evidence")
@@ -264,6 +265,17 @@ class Recorder:
         ``replica-gone``); with the version of ``uri`` its state had then."""
         event = _event(peer, "out", SESSION_END, now_ms(), uri, version)
         await self.record(dataclasses.replace(event, reason=reason))
+
+    async def restored(self, held: list[tuple[Peer, str, int]], ts_ms: int) -> None:
+        """Record each subscription the server wrote again into a Redis that came back
+        without its data (``held``: its peer, URI and the version it was told of), one
+        ``subscription/restored`` each, all at ``ts_ms``."""
+        await self.record_many(
+            [
+                _event(peer, "out", restarts.RESTORED, ts_ms, uri, version)
+                for peer, uri, version in held
+            ]
+        )
 
     def middleware(
         self, peer_of: Callable[[ServerRequestContext[Any], Any], Peer]

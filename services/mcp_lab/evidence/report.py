@@ -13,6 +13,7 @@ from mcp_lab.evidence import picture
 from mcp_lab.evidence.build import Report
 from mcp_lab.evidence.labels import SessionLabels
 from mcp_lab.evidence.levels import CHECKPOINTS, LEVEL_NAMES, LEVELS, SessionScore
+from mcp_lab.evidence.restarts import restart_note
 from mcp_lab.evidence.scoring import LeftOut
 from mcp_lab.evidence.timing import lateness_ms
 from mcp_lab.protocol import UNKNOWN_CLIENT
@@ -121,6 +122,11 @@ def missing_note(missing: int) -> str:
         f"{missing} event(s) of this run could not be recorded (Redis unavailable): "
         "levels may be lower than what the clients did"
     )
+
+
+def _restart_note(report: Report) -> str | None:
+    """The note on the lab's store coming back without its data, if it did in the window."""
+    return restart_note(e for c in report.clients for s in c.sessions for e in s.events)
 
 
 # How many clients a note on sessions left out names (the JSON has them all).
@@ -236,6 +242,7 @@ def to_json(report: Report, labels: SessionLabels | None = None) -> dict[str, An
         ),
         "generated": iso(report.generated_ms),
         "missing_events": report.missing,
+        "store_restarted": _restart_note(report),
         "lab_timing": report.timing.as_json(),
         "left_out": _left_out_json(report),
         "scenario": {"name": scenario.name, "summary": scenario.summary, "uri": scenario.watched},
@@ -265,6 +272,9 @@ def to_table(report: Report, labels: SessionLabels | None = None) -> str:
     lines = [f"{head}, scenario {report.scenario.name}", ""]
     if missing:
         lines[-1:] = [f"note: {missing_note(missing)}", ""]
+    restarted = _restart_note(report)
+    if restarted:
+        lines[-1:] = [f"note: {restarted}", ""]
     late = report.timing.note()
     if late:
         lines[-1:] = [f"note: {late}", ""]
@@ -342,6 +352,9 @@ def to_markdown(report: Report, labels: SessionLabels | None = None) -> str:
     ]
     if missing:
         blocks.append(f"> Note: {missing_note(missing)}.")
+    restarted = _restart_note(report)
+    if restarted:
+        blocks.append(f"> Note: {restarted}.")
     late = report.timing.note()
     if late:
         blocks.append(f"> Note: {late}.")

@@ -31,6 +31,7 @@ from mcp_lab.evidence.levels import (
     SessionScore,
     tool_calls_note,
 )
+from mcp_lab.evidence.restarts import RESTORED
 
 UPDATED = protocol.UPDATED
 _SUBSCRIBE_METHODS = frozenset({protocol.SUBSCRIBE, protocol.LISTEN})
@@ -90,7 +91,9 @@ def score_session(events: list[Event], uri: str = REVIEW_STATUS.uri) -> SessionS
                     polled.append(event)
             elif event.version >= notified_version:
                 marks["re_read"] = marks["re_read"] or event.ts_ms
-        elif _ok(event, "in", _SUBSCRIBE_METHODS, uri):
+        elif _ok(event, "in", _SUBSCRIBE_METHODS, uri) or _ok(event, "out", {RESTORED}, uri):
+            # A restored subscription (written again into a Redis that came back without
+            # its data, the subscribe's own record lost with it) counts as the subscribe.
             marks["subscribed"] = marks["subscribed"] or event.ts_ms
         elif _ok(event, "out", {UPDATED}, uri):
             if event.delivered and marks["notified"] is None and marks["subscribed"] is None:
@@ -134,6 +137,11 @@ def _notes(score: SessionScore, polled: list[Event], tools: int) -> list[str]:
         notes.append(f"first read saw version {score.initial_version} (shared scope?)")
     if marks["subscribed"] is None and marks["read_initial"]:
         notes.append("read the resource but never subscribed")
+    if any(e.method == RESTORED and e.uri == score.uri for e in score.events):
+        notes.append(
+            "its subscription was restored after the lab's store (Redis) came back without "
+            "its data: what the session did before then is not in the evidence"
+        )
     if score.resumed_notifications:
         found_none = (
             f"; {score.dropped_notifications} found no open stream when sent"

@@ -38,7 +38,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any, cast
 
@@ -104,6 +104,10 @@ class Relay:
         self.messages_relayed = 0
         self.messages_ignored = 0
         self._listened_before = False
+        # Called each time the relay has (re)subscribed, before it reconciles: the
+        # lab's check for a Redis that came back without its data (server/restore.py).
+        # An error there starts the relay over, so the check is made again.
+        self.on_subscribed: Callable[[], Awaitable[None]] | None = None
         # The messages read from the channel and not relayed yet, per session.
         self._queue: FairQueue[contract.UpdateMessage] = FairQueue()
 
@@ -129,6 +133,8 @@ class Relay:
             self.subscribed.set()
             logger.info("[relay] subscribed channel=%s", channel)
             connected()
+            if self.on_subscribed is not None:
+                await self.on_subscribed()
             if self._listened_before:
                 await self.reconcile()
             self._listened_before = True

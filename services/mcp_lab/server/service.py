@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from mcp_lab.scenarios.scenario import Scenario
 from mcp_lab.server import lifecycle, mcp_adapter
 from mcp_lab.server.peers import make_peer
 from mcp_lab.server.relay import Relay
+from mcp_lab.server.restore import StoreRestore
 from mcp_lab.server.resume.eventstore import RedisEventStore
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 from mcp_lab.server.store_health import STORE_ERROR, StoreHealth
@@ -117,6 +119,11 @@ class Lab:
     # of every request (see mcp_lab.server.store_health).
     health: StoreHealth = field(default_factory=lambda: StoreHealth(None))
 
+    def __post_init__(self) -> None:
+        # The restore hook: each time the relay has (re)subscribed, a Redis that came
+        # back without its data is given this replica's subscriptions again.
+        self.relay.on_subscribed = StoreRestore(self).check
+
     def read_level(self, peer: Peer, uri: str, version: int) -> int:
         """The level of a read's ``[resources/read]`` line: INFO for a session's first
         read of ``uri`` at ``version``, DEBUG for a repeat of it (the lines that tell a
@@ -166,7 +173,9 @@ class Lab:
         self._check_limit(subscriber, uri)
         registered = self.registry.subscribe(subscriber, uri)
         try:
-            registered.known[uri] = (await self.read(subscriber.peer, uri, batched=True))[0]
+            version = (await self.read(subscriber.peer, uri, batched=True))[0]
+            registered.known[uri] = version
+            registered.since[uri] = (version, int(time.time() * 1000))
             return await self._schedule_update(subscriber.peer, uri)
         except MCPError:
             self.registry.unsubscribe(registered.key, uri)

@@ -31,6 +31,9 @@ class Subscriber:
     # Per URI, the version this subscriber was last told about (or saw when it
     # subscribed): after an outage the relay notifies what is newer.
     known: dict[str, int] = field(default_factory=dict)
+    # Per URI, the version it read when it subscribed and when (ms since the epoch):
+    # what a Redis that came back empty is given again (mcp_lab.server.restore).
+    since: dict[str, tuple[int, int]] = field(default_factory=dict)
     # The scenario's hidden resources listed in this subscriber's scope that it was
     # told of with list_changed (or that were listed before it came): after an
     # outage the relay sends list_changed if more were listed. None: not followed

@@ -68,6 +68,9 @@ class Updater(TakeOver, Applying):
         # Jobs that fell due and wait for the next batch, and the task applying them.
         self._due: list[_Due] = []
         self._applying: asyncio.Task[None] | None = None
+        # The store's epoch the jobs are read under (state.store_epoch), noted at each
+        # (re)connect: a job read before Redis came back empty is lost, not applied.
+        self._epoch: str | None = None
         self._next_take_over = 0.0
         self._beater = f"{socket.gethostname()}:{os.getpid()}".encode()
         self._beaten = False
@@ -112,6 +115,7 @@ class Updater(TakeOver, Applying):
     async def _work(self, connected: Callable[[], None]) -> None:
         await state_jobs.ensure_job_group(self._redis)
         await self._redis.set(contract.STATE_SCOPE_KEY, self._settings.state_scope)
+        self._epoch = await state.store_epoch(self._redis)
         # The heartbeat comes first: from now on no other updater takes this
         # one's jobs, not even those it is about to take over.
         await self._beat()
@@ -133,6 +137,7 @@ class Updater(TakeOver, Applying):
         again; return once a look finds nothing and nothing is scheduled."""
         await state_jobs.ensure_job_group(self._redis)
         await self._redis.set(contract.STATE_SCOPE_KEY, self._settings.state_scope)
+        self._epoch = await state.store_epoch(self._redis)
         await self._beat()
         await self._take_over_own_leftovers()
         await self._take_over_stranded()

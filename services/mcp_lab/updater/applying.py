@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from mcp_lab import contract, logs, state_jobs
+from mcp_lab import contract, logs, state, state_jobs
 from mcp_lab.catalog import Catalog
 from mcp_lab.process.reconnect import stop_if_cancelled
 from mcp_lab.settings import LabSettings
@@ -40,6 +40,9 @@ class _Due:
     job: contract.UpdateJob
     due: float  # seconds since the epoch
     done: asyncio.Future[None]
+    # The store's epoch when the job was read (state.store_epoch): a job Redis no
+    # longer knows, from a store since come back without its data, was lost, not applied.
+    epoch: str | None = None
 
 
 def decode_job_fields(raw: dict[bytes, bytes]) -> dict[str, str]:
@@ -89,6 +92,7 @@ class Applying:
     _scheduled: dict[str, asyncio.Task[None]]
     _due: list[_Due]
     _applying: asyncio.Task[None] | None
+    _epoch: str | None
     applied: int
 
     def _schedule(self, entry_id: str, raw: dict[bytes, bytes], *, recovered: bool) -> None:
@@ -110,7 +114,8 @@ class Applying:
                 max(0.0, due - time.time()),
                 " (recovered)" if recovered else "",
             )
-            task = asyncio.create_task(self._apply_when_due(entry_id, job, due))
+            epoch = self._epoch
+            task = asyncio.create_task(self._apply_when_due(entry_id, job, due, epoch))
         self._scheduled[entry_id] = task
         task.add_done_callback(lambda done: self._finished(entry_id, done))
 
@@ -123,13 +128,15 @@ class Applying:
                 logs.shorten(repr(task.exception())),
             )
 
-    async def _apply_when_due(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
+    async def _apply_when_due(
+        self, entry_id: str, job: contract.UpdateJob, due: float, epoch: str | None = None
+    ) -> None:
         await asyncio.sleep(max(0.0, due - time.time()))
         retries = 0
         while True:
             stop_if_cancelled()
             try:
-                await self._apply_batched(entry_id, job, due)
+                await self._apply_batched(entry_id, job, due, epoch)
             except (RedisError, OSError) as exc:
                 # A full Redis refuses the job before acknowledging it (state_jobs):
                 # it waits, pending, until Redis takes writes again. One line when it
@@ -149,12 +156,14 @@ class Applying:
                 )
             return
 
-    async def _apply_batched(self, entry_id: str, job: contract.UpdateJob, due: float) -> None:
+    async def _apply_batched(
+        self, entry_id: str, job: contract.UpdateJob, due: float, epoch: str | None = None
+    ) -> None:
         """Apply ``job`` with the other jobs due now: it joins the next batch (see
         :meth:`_apply_due`) and this returns once its batch was applied (or raises
         what applying it raised)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._due.append(_Due(entry_id, job, due, done))
+        self._due.append(_Due(entry_id, job, due, done, epoch))
         if self._applying is None or self._applying.done():
             self._applying = asyncio.create_task(self._apply_due())
         await done
@@ -220,9 +229,12 @@ class Applying:
             channel=self._settings.updates_channel,
             ttl_seconds=self._settings.state_ttl_seconds,
         )
+        lost = await self._lost_with_store(
+            [item for item, versions in zip(items, applied, strict=True) if versions is None]
+        )
         for job, versions in zip(jobs, applied, strict=True):
             if versions is None:
-                logger.info("[updater] job=%s was already applied; skipped", job.entry_id)
+                self._not_applied(job.entry_id, lost)
                 continue
             self.applied += 1
             for scope, version in zip(job.scopes, versions, strict=True):
@@ -259,7 +271,7 @@ class Applying:
             ttl_seconds=self._settings.state_ttl_seconds,
         )
         if not applied:
-            logger.info("[updater] job=%s was already applied; skipped", entry_id)
+            self._not_applied(entry_id, await self._lost_with_store([item]))
             return
         self.applied += 1
         for scope in scopes:
@@ -272,6 +284,29 @@ class Applying:
             )
         if not scopes:
             logger.info("[updater] job=%s uri=%s had no session to list it for", entry_id, job.uri)
+
+    async def _lost_with_store(self, items: list[_Due]) -> set[str]:
+        """Which of ``items`` (jobs the apply script did not acknowledge) were lost with
+        the store rather than applied: read under a store epoch that Redis no longer
+        has (it came back without its data). One read of the epoch, none if no item."""
+        read_under = {item.epoch for item in items if item.epoch is not None}
+        if not read_under:
+            return set()
+        now = await state.store_epoch(self._redis)
+        return {item.entry_id for item in items if item.epoch not in (None, now)}
+
+    @staticmethod
+    def _not_applied(entry_id: str, lost: set[str]) -> None:
+        """The line of a job the apply script did not acknowledge."""
+        if entry_id not in lost:
+            logger.info("[updater] job=%s was already applied; skipped", entry_id)
+            return
+        logger.warning(
+            "[updater] job=%s was lost with the store (Redis came back without its "
+            "data); not applied: the server queues again the updates of the "
+            "subscriptions it holds",
+            entry_id,
+        )
 
     async def _drop(self, entry_id: str, reason: str) -> None:
         """Acknowledge and delete a bad job, then say so (one line, either way)."""
