@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 
 import anyio
 import httpx2
@@ -15,8 +16,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_lab.runners.probe import Probe
 from mcp_lab.scenarios import registry
-from tests.support.lab import ROOT, amcp_lab, lab_env, mcp_lab
+from tests.support.lab import ROOT, amcp_lab, lab_env, mcp_lab, stdio_server
 
 DELAY = "0.5"
 pytestmark = pytest.mark.anyio
@@ -70,6 +72,7 @@ def test_every_scenario_is_listed_with_one_line() -> None:
     names = [line.split()[0] for line in lines]
     assert names[0] == "single" and "(default)" in lines[0]
     assert {"repeated", "unsubscribe", "list-changed", "template"} <= set(names)
+    assert {"graceful-close", "partial-ack", "cached"} <= set(names)
     assert names == registry.names()
 
 
@@ -236,3 +239,177 @@ def test_an_unknown_scenario_is_a_clear_error() -> None:
     result = mcp_lab(lab_env(""), "probe", "--url", "http://127.0.0.1:9/mcp", "--scenario", "x")
     assert result.returncode == 2 and "unknown scenario 'x'" in result.stderr, result.stderr
     assert (ROOT / "services" / "mcp_lab" / "scenarios" / "single.py").exists()
+
+
+def test_the_reference_client_stops_at_a_graceful_close_and_listens_no_more(lab, redis_url) -> None:
+    url = start(lab, "graceful-close")
+    code, steps = probe(url, "graceful-close", "--protocol", "modern")
+    assert code == 0, steps
+    names = [s["step"] for s in steps]
+    assert names[-4:] == ["listen_completed", "stayed_closed", "unsubscribed", "summary"], names
+    assert steps[-2]["method"] == "subscriptions/listen stream ended by the server"
+    probed = client_of(report(redis_url), "mcp-lab-probe")
+    assert probed["level"] == 6
+    assert checks_of(probed) == {"stream_ended": "yes", "relistened": "0"}
+
+
+def test_a_2025_client_has_no_listen_stream_to_close_in_graceful_close(lab, redis_url) -> None:
+    url = start(lab, "graceful-close")
+    code, steps = probe(url, "graceful-close", "--protocol", "legacy")
+    assert code == 0, steps
+    probed = client_of(report(redis_url), "mcp-lab-probe")
+    assert checks_of(probed) == {"relistened": "not supported (resources/subscribe)"}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "last_steps", "answers"),
+    [
+        (
+            "graceful-close",
+            ["listen_completed", "stayed_closed", "unsubscribed", "summary"],
+            {"stream_ended": "yes", "relistened": "0"},
+        ),
+        (
+            "partial-ack",
+            ["notification_received", "final_content", "unsubscribed", "summary"],
+            {"unwatched_read": "yes"},
+        ),
+        (
+            "cached",
+            ["notification_received", "final_content", "unsubscribed", "summary"],
+            {"wire_re_read": "yes"},
+        ),
+    ],
+)
+async def test_the_reference_client_plays_the_2026_scenarios_over_stdio(
+    lab, redis_url, scenario, last_steps, answers
+) -> None:
+    await lab.aupdater(update_delay_seconds=DELAY, scenario=scenario)
+    env = lab_env(redis_url, update_delay_seconds=DELAY, scenario=scenario)
+    played = registry.get(scenario)
+    steps: list[dict] = []
+    with tempfile.TemporaryFile("w+") as errlog:
+        probe_ = Probe(
+            "", played.read_uri, 20.0, "modern", None, "stdio", played,
+            stdio=stdio_server(env), errlog=errlog,
+            on_step=lambda step, **fields: steps.append({"step": step, **fields}),
+            say=lambda text: None,
+        )  # fmt: skip
+        assert await probe_.run() == 0, steps
+    assert [s["step"] for s in steps][-4:] == last_steps, steps
+    probed = client_of(await areport(redis_url), "mcp-lab-probe")
+    assert probed["sessions"][0]["transport"] == "stdio"
+    assert probed["level"] == 6
+    assert checks_of(probed) == answers
+
+
+async def test_a_client_that_listens_again_after_each_graceful_close_is_counted(
+    lab, redis_url
+) -> None:
+    _, url = await lab.aserver(update_delay_seconds=DELAY, scenario="graceful-close")
+    await lab.aupdater(update_delay_seconds=DELAY, scenario="graceful-close")
+    info = mcp_types.Implementation(name="relistener", version="1")
+    uri = "test://review/status"
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), client_info=info) as client,
+    ):
+        await client.read_resource(uri)
+        with anyio.fail_after(30):
+            for _ in range(3):  # each stream ends with its final result; it listens again
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    async for _change in subscription:
+                        await client.read_resource(uri)
+    relistener = client_of(await areport(redis_url), "relistener")
+    assert checks_of(relistener) == {"stream_ended": "yes", "relistened": "2"}
+    (relistened,) = [c for c in relistener["checks"] if c["key"] == "relistened"]
+    assert relistened["ok"] is False
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_the_reference_client_reads_what_the_partial_ack_left_out(lab, redis_url, protocol) -> None:
+    url = start(lab, "partial-ack")
+    code, steps = probe(url, "partial-ack", "--protocol", protocol)
+    assert code == 0, steps
+    probed = client_of(report(redis_url), "mcp-lab-probe")
+    assert probed["level"] == 6  # the watched one still gets its update
+    if protocol == "legacy":
+        assert checks_of(probed) == {"unwatched_read": "not supported (resources/subscribe)"}
+        return
+    subscribed = next(s for s in steps if s["step"] == "subscribed")
+    assert subscribed["honored"] == ["test://review/status"], subscribed
+    unwatched = next(s for s in steps if s["step"] == "unwatched_read")
+    assert unwatched["uri"] == "test://review/notes" and "reviewer left" in unwatched["text"]
+    assert checks_of(probed) == {"unwatched_read": "yes"}
+
+
+async def test_a_client_that_ignores_the_partial_ack_never_reads_the_notes(lab, redis_url) -> None:
+    _, url = await lab.aserver(update_delay_seconds=DELAY, scenario="partial-ack")
+    await lab.aupdater(update_delay_seconds=DELAY, scenario="partial-ack")
+    info = mcp_types.Implementation(name="trusting", version="1")
+    uri, notes = "test://review/status", "test://review/notes"
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), client_info=info) as client,
+        client.listen(resource_subscriptions=[uri, notes]) as subscription,
+    ):
+        assert subscription.honored.resource_subscriptions == [uri]
+        await client.read_resource(uri)
+        with anyio.fail_after(20):
+            async for _change in subscription:
+                await client.read_resource(uri)
+                break
+    trusting = client_of(await areport(redis_url), "trusting")
+    assert checks_of(trusting) == {"unwatched_read": "no"}
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_the_reference_client_with_its_cache_on_reads_version_2_from_the_wire(
+    lab, redis_url, protocol
+) -> None:
+    url = start(lab, "cached")
+    code, steps = probe(url, "cached", "--protocol", protocol)
+    assert code == 0, steps
+    final = next(s for s in steps if s["step"] == "final_content")
+    assert final["changed"] is True and "version: 2" in final["text"], final
+    probed = client_of(report(redis_url), "mcp-lab-probe")
+    assert probed["level"] == 6
+    assert checks_of(probed) == {"wire_re_read": "yes"}
+
+
+async def test_a_cached_read_never_reaches_the_lab_and_a_client_that_stops_there_is_noted(
+    lab, redis_url
+) -> None:
+    server, url = await lab.aserver(update_delay_seconds=DELAY, scenario="cached")
+    await lab.aupdater(update_delay_seconds=DELAY, scenario="cached")
+    uri = "test://review/status"
+    for name in ("re-reader", "cache-only"):
+        info = mcp_types.Implementation(name=name, version="1")
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), client_info=info) as client,
+        ):
+            first = await client.read_resource(uri)
+            assert first.ttl_ms == 60_000, first  # the scenario's hint, honoured by the SDK
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                # Before the update: the SDK's cache answers, the lab sees no read.
+                again = await client.read_resource(uri)
+                assert again.contents == first.contents
+                with anyio.fail_after(20):
+                    async for _change in subscription:
+                        if name == "re-reader":
+                            final = await client.read_resource(uri)
+                            assert "version: 2" in getattr(final.contents[0], "text", "")
+                        break
+    # The lab saw each client's first read and the re-reader's after the update, never
+    # the read before the update (served from the SDK's cache).
+    read_by = {
+        name: server.matching(rf"\[resources/read\] uri={uri} version=.*client={name}/")
+        for name in ("re-reader", "cache-only")
+    }
+    assert [len(read_by["re-reader"]), len(read_by["cache-only"])] == [2, 1], read_by
+    data = await areport(redis_url)
+    assert checks_of(client_of(data, "re-reader")) == {"wire_re_read": "yes"}
+    assert checks_of(client_of(data, "cache-only")) == {
+        "wire_re_read": "no: a re-read may have been served from its cache (ttlMs 60000)"
+    }

@@ -143,6 +143,9 @@ class Probe(ProbeListen):
                     subscribed = False
                     await self._stays_quiet()
                     break
+            close = self.scenario.listen_close
+            if modern and close is not None and subscribed and missed is None:
+                await self._until_closed(close)
         if subscribed:  # leaving the stack above closed a listen stream
             await self._unsubscribe(client, modern, None)
         if missed is not None:

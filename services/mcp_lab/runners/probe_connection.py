@@ -84,6 +84,9 @@ class ProbeConnection:
         # Notifications as they arrive: (method, uri), from the session or a listen.
         self._sent, self._arrived = anyio.create_memory_object_stream[tuple[str, str | None]](100)
         self._listening = False
+        # Set when the server ended the listen stream (with its final result or not).
+        self._listen_ended = anyio.Event()
+        self._listen_lost = False  # it ended without the final result
         self.answers: list[HttpAnswer] = []  # every HTTP answer, to explain a failure
 
     async def _seen(self, response: httpx2.Response) -> None:

@@ -106,7 +106,10 @@ class ProbeSteps(ProbeConnection):
         if modern:
             if listening is not None:
                 await listening.aclose()
-            self.emit("unsubscribed", method="subscriptions/listen stream closed")
+            if self._listen_ended.is_set():  # the server ended it (Scenario.listen_close)
+                self.emit("unsubscribed", method="subscriptions/listen stream ended by the server")
+            else:
+                self.emit("unsubscribed", method="subscriptions/listen stream closed")
         else:
             await self._call("unsubscribe", PROTOCOL_ERROR, client.unsubscribe_resource(self.uri))
             self.emit("unsubscribed", method=protocol.UNSUBSCRIBE)

@@ -40,6 +40,22 @@ class Action:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenClose:
+    """How the lab ends each 2026-07-28 ``subscriptions/listen`` stream of a scenario
+    (``basic/patterns/subscriptions.mdx``, "Graceful Closure"): ``after`` seconds past
+    the stream's first update notification, with the final ``{resultType: "complete"}``
+    result. A client is then watched for ``window`` seconds: a graceful close means the
+    server ended the subscription, so an ideal client does not listen again in it."""
+
+    after: float
+    window: float
+
+    def __post_init__(self) -> None:
+        if self.after < 0 or self.window <= 0:
+            raise ValueError(f"listen close after {self.after} s, window {self.window} s")
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One of a scenario's own checkpoints, as scored for one session."""
 
@@ -83,6 +99,9 @@ class Play:
     # The ideal client (the probe) unsubscribes after this many updates, and then
     # checks that the rest of the timeline notifies it of nothing.
     unsubscribe_after: int | None = None
+    # Catalog URIs the ideal client (the probe) also names in its 2026-07-28 listen,
+    # beside the one it probes (and reads itself when the acknowledgement leaves one out).
+    also_watch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,12 @@ class Scenario:
     # (0: immediately stale, the lab's default, so every update is re-read) and who may.
     cache_ttl_ms: int = 0
     cache_scope: Literal["public", "private"] = "private"
+    # How the lab ends its listen streams (None: only when the client closes one, or
+    # when the server stops).
+    listen_close: ListenClose | None = None
+    # Catalog URIs a 2026-07-28 listen may name that its acknowledgement leaves out (the
+    # lab does not watch them: a partial ack); resources/subscribe is not affected.
+    unacknowledged: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.cache_ttl_ms < 0:  # caching.mdx: "a `ttlMs` value that is `>= 0`"
@@ -119,6 +144,9 @@ class Scenario:
         for action in self.timeline:
             if action.uri is not None and action.uri not in self.catalog:
                 raise ValueError(f"scenario {self.name}: {action.uri} is not served")
+        for uri in (*self.unacknowledged, *self.play.also_watch):
+            if uri not in self.catalog:
+                raise ValueError(f"scenario {self.name}: {uri} is not served")
         unknown = [uri for uri in self.hidden if uri not in self.catalog]
         if unknown:
             raise ValueError(f"scenario {self.name}: hidden {unknown} are not served")

@@ -197,6 +197,8 @@ def build_lab(
         catalog=catalog,
         on_closed=lab.listen_closed,
         closing=lab.closing,
+        close=scenario.listen_close,
+        unacknowledged=scenario.unacknowledged,
     )
     mcp_adapter.register_request_handler(
         server, protocol.LISTEN, mcp_types.SubscriptionsListenRequestParams, listen

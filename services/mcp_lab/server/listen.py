@@ -15,7 +15,9 @@ request's id (the SDK's handler); the acknowledgement naming only the honoured s
 (:func:`honoured`: the lab sends resource updates and the resource list's changes,
 never a tools or prompts ``list_changed``); and, when the server stops (``closing``),
 the final ``{resultType: "complete"}`` result of a graceful end rather than a dropped
-stream ("Graceful Closure").
+stream ("Graceful Closure"). A scenario may also have the lab end each stream itself,
+gracefully, some seconds after the stream's first update (``Scenario.listen_close``,
+:func:`close_after_update`).
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourceUpdated,
+    ServerEvent,
+)
 
 from mcp_lab import protocol, untrusted
 from mcp_lab.catalog import Catalog
 from mcp_lab.contract import Peer
 from mcp_lab.logs import event
+from mcp_lab.scenarios.scenario import ListenClose
 from mcp_lab.server.delivery import ListenDelivery
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 
@@ -69,13 +77,18 @@ def asked_for(wanted: mcp_types.SubscriptionFilter) -> str:
     return f"resources={resources} list_changed={changed}"
 
 
-def honoured(wanted: mcp_types.SubscriptionFilter) -> mcp_types.SubscriptionFilter:
+def honoured(
+    wanted: mcp_types.SubscriptionFilter, left_out: frozenset[str] = frozenset()
+) -> mcp_types.SubscriptionFilter:
     """The part of a listen's filter the lab honours: resource updates and the resource
     list's changes. The lab has no tools or prompts that change, so the acknowledgement
-    leaves those out ("Notification types the server does not support are omitted")."""
+    leaves those out ("Notification types the server does not support are omitted");
+    it leaves out the URIs of ``left_out`` too (a scenario's partial acknowledgement:
+    "a URI it will not watch is simply absent")."""
+    named = wanted.resource_subscriptions
     return mcp_types.SubscriptionFilter(
         resources_list_changed=wanted.resources_list_changed,
-        resource_subscriptions=wanted.resource_subscriptions,
+        resource_subscriptions=None if named is None else [u for u in named if u not in left_out],
     )
 
 
@@ -86,16 +99,33 @@ async def until_closing(handler: ListenHandler, closing: asyncio.Event) -> None:
     handler.close()
 
 
+async def close_after_update(
+    handler: ListenHandler, bus: StreamBus, close: ListenClose, peer: Peer
+) -> None:
+    """End ``handler``'s stream gracefully ``close.after`` seconds past its first update
+    (a scenario's :class:`~mcp_lab.scenarios.scenario.ListenClose`). Bounded by the
+    stream: the task is cancelled when the stream ends first."""
+    await bus.updated.wait()
+    with anyio.move_on_after(close.after):
+        await anyio.Event().wait()  # the scenario's pause; nothing sets it
+    event(protocol.LISTEN, f"closing gracefully {close.after:g} s after the update", peer)
+    handler.close()
+
+
 class StreamBus(InMemorySubscriptionBus):
     """The bus of one listen stream. Events published before the SDK's handler
     has subscribed (the stream registers, and its update may be relayed, a
-    moment earlier) are kept and handed over when it subscribes."""
+    moment earlier) are kept and handed over when it subscribes. ``updated`` is set
+    once a resource update is published."""
 
     def __init__(self) -> None:
         super().__init__()
         self._early: list[ServerEvent] | None = []
+        self.updated = anyio.Event()
 
     async def publish(self, change: ServerEvent) -> None:
+        if isinstance(change, ResourceUpdated):
+            self.updated.set()
         if self._early is not None:
             self._early.append(change)
             return
@@ -121,10 +151,17 @@ class ListenStreams:
         catalog: Catalog,
         on_closed: OnClosed | None = None,
         closing: asyncio.Event | None = None,
+        close: ListenClose | None = None,
+        unacknowledged: frozenset[str] = frozenset(),
     ) -> None:
         """``closing``: set when the server starts to stop (``Lab.closing``); each open
-        stream then ends with its final result. None: streams end only with the client."""
+        stream then ends with its final result. None: streams end only with the client.
+        ``close``: the scenario's own graceful end of each stream, after its update.
+        ``unacknowledged``: catalog URIs the acknowledgement leaves out (the scenario's
+        partial ack); the lab does not watch them."""
+        self._unacknowledged = unacknowledged
         self._registry = registry
+        self._close = close
         self._closing = closing
         self._catalog = catalog
         self._peer_of = peer_of
@@ -156,11 +193,14 @@ class ListenStreams:
         )
         if params.notifications.resources_list_changed:
             self._registry.listen_for_list(subscriber)
+        left_out = [uri for uri in requested if uri in self._unacknowledged]
+        if left_out:
+            event(protocol.LISTEN, f"uri={_named(left_out)}", peer, "not acknowledged (partial)")
         try:
-            for uri in (u for u in requested if u in self._catalog):
+            for uri in (u for u in requested if u in self._catalog and u not in left_out):
                 job = await self._subscribe(subscriber, uri)
                 event(protocol.LISTEN, f"uri={uri}", peer, f"job={job}")
-            return await self._serve(bus, ctx, params)
+            return await self._serve(bus, ctx, params, peer)
         finally:
             # A listen ends when the client goes away, which cancels this request:
             # the cleanup must not be cancelled with it.
@@ -177,15 +217,20 @@ class ListenStreams:
         bus: StreamBus,
         ctx: ServerRequestContext[Any],
         params: mcp_types.SubscriptionsListenRequestParams,
+        peer: Peer,
     ) -> mcp_types.SubscriptionsListenResult:
         """The SDK's handler over ``bus``, for the honoured part of the filter, ended
-        gracefully when the server starts to stop."""
-        narrowed = params.model_copy(update={"notifications": honoured(params.notifications)})
+        gracefully when the server starts to stop (or the scenario's ``close`` says)."""
+        kept = honoured(params.notifications, self._unacknowledged)
+        narrowed = params.model_copy(update={"notifications": kept})
         handler = ListenHandler(bus)
-        if self._closing is None:
+        if self._closing is None and self._close is None:
             return await handler(ctx, narrowed)
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(until_closing, handler, self._closing)
+            if self._closing is not None:
+                tasks.start_soon(until_closing, handler, self._closing)
+            if self._close is not None:
+                tasks.start_soon(close_after_update, handler, bus, self._close, peer)
             result = await handler(ctx, narrowed)
             tasks.cancel_scope.cancel()
         return result

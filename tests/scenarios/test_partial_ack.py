@@ -1,0 +1,73 @@
+"""``partial-ack``'s check, from hand-made events of one session: after its listen
+opened (and its acknowledgement left test://review/notes out), did the client read
+that resource itself? A 2025-era subscriber is "not supported"."""
+
+from __future__ import annotations
+
+from mcp_lab import protocol
+from mcp_lab.catalog import REVIEW_NOTES, REVIEW_STATUS
+from mcp_lab.contract import Event
+from mcp_lab.scenarios import registry
+from mcp_lab.scenarios.partial_ack import SCENARIO
+
+URI, NOTES = REVIEW_STATUS.uri, REVIEW_NOTES.uri
+
+
+def _event(ts: int, method: str, uri: str | None = None, **fields: object) -> Event:
+    return Event(
+        ts_ms=ts,
+        session="s1",
+        client="c",
+        client_version="1",
+        protocol=protocol.MODERN,
+        transport="streamable-http",
+        direction="in",
+        method=method,
+        uri=uri,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _answers(events: list[Event]) -> dict[str, tuple[str, bool]]:
+    ordered = sorted(events, key=lambda e: e.ts_ms)
+    return {c.key: (c.answer, c.ok) for c in SCENARIO.checks(ordered, URI)}
+
+
+def test_it_is_registered_and_leaves_the_notes_out_of_the_ack() -> None:
+    assert registry.get("partial-ack") is SCENARIO
+    assert SCENARIO.unacknowledged == frozenset({NOTES})
+    assert SCENARIO.play.also_watch == (NOTES,) and NOTES in SCENARIO.catalog
+
+
+def test_reading_the_unwatched_resource_after_the_listen_is_the_ideal() -> None:
+    events = [_event(1_000, protocol.LISTEN, URI), _event(1_200, protocol.READ, NOTES, version=1)]
+    assert _answers(events) == {"unwatched_read": ("yes", True)}
+
+
+def test_a_read_before_the_listen_only_does_not_count() -> None:
+    events = [_event(500, protocol.READ, NOTES, version=1), _event(1_000, protocol.LISTEN, URI)]
+    assert _answers(events) == {"unwatched_read": ("no", False)}
+
+
+def test_a_failed_read_does_not_count() -> None:
+    events = [
+        _event(1_000, protocol.LISTEN, URI),
+        _event(1_200, protocol.READ, NOTES, error=-32602),
+    ]
+    assert _answers(events) == {"unwatched_read": ("no", False)}
+
+
+def test_a_listen_naming_the_notes_first_counts_as_the_listen() -> None:
+    events = [_event(1_000, protocol.LISTEN, NOTES), _event(1_200, protocol.READ, NOTES, version=1)]
+    assert _answers(events) == {"unwatched_read": ("yes", True)}
+
+
+def test_a_2025_subscriber_is_not_supported_not_failed() -> None:
+    events = [_event(1_000, protocol.SUBSCRIBE, URI)]
+    assert _answers(events) == {"unwatched_read": ("not supported (resources/subscribe)", True)}
+
+
+def test_a_client_that_never_subscribed() -> None:
+    assert _answers([_event(1_000, protocol.READ, URI, version=1)]) == {
+        "unwatched_read": ("not subscribed", False)
+    }
