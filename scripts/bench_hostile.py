@@ -32,10 +32,8 @@ default settings (loopback, free ports). Not a test: figures only.
   streams, half of them never read and half read 16 KB a second: the server's RSS
   before, with them open and after they closed; then a normal client's flow alone and
   beside ``--dashboards`` dashboards that read all they are sent.
-* ``unread-dashboards``: ``--unread`` raw sockets with a tiny receive buffer ask
-  ``/api/stream`` and never read while the report keeps changing: the server's open
-  files, RSS and the kernel's TCP memory over ``--hold`` seconds, the streams it
-  counts, and whether a normal viewer is served (scripts/bench_unread_dashboards.py).
+* dashboards that never read: scripts/bench_unread_dashboards.py, a script of its own
+  that uses this one's helpers.
 * ``flood``: the template scenario (and its updater); one session subscribes to
   ``--uris`` distinct URIs, 20 requests in flight, and 3 s in another client
   subscribes to one: how late that client's notification is after it was due
@@ -45,7 +43,6 @@ default settings (loopback, free ports). Not a test: figures only.
     .venv/bin/python scripts/bench_hostile.py slowbody --hold 40
     .venv/bin/python scripts/bench_hostile.py reconnect --reconnecting 150
     .venv/bin/python scripts/bench_hostile.py flood --set max_subscriptions_per_session=5000
-    .venv/bin/python scripts/bench_hostile.py unread-dashboards --unread 200 --hold 60
 """
 
 from __future__ import annotations
@@ -849,8 +846,6 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.5)
     parser.add_argument("--uris", type=int, default=3000)
     parser.add_argument("--delay", type=float, default=5.0)
-    parser.add_argument("--unread", type=int, default=200)
-    parser.add_argument("--publish-every", type=float, default=0.3)
     parser.add_argument(
         "--set",
         action="append",
@@ -886,18 +881,10 @@ def main() -> None:
                     args.events, args.per_session, args.viewers, args.dashboards, args.flow_timeout
                 )
             )
-        elif attack == "unread-dashboards":
-            from bench_unread_dashboards import unread_dashboards
-
-            asyncio.run(
-                unread_dashboards(
-                    args.events, args.per_session, args.unread, args.hold, args.publish_every
-                )
-            )
         else:
             parser.error(
                 f"unknown attack {attack!r}: redis, dashboard, slow, slowbody, reconnect, "
-                "flood, dashboard-memory or unread-dashboards"
+                "flood or dashboard-memory (unread dashboards: scripts/bench_unread_dashboards.py)"
             )
 
 

@@ -1,9 +1,11 @@
-"""``scripts/bench_hostile.py unread-dashboards``: dashboards that never read (issue 44).
+"""Dashboards that never read: what the server holds for them.
+
+    .venv/bin/python scripts/bench_unread_dashboards.py --unread 200 --hold 45 --events 2000
 
 A run of ``--events`` evidence events of the widest kind (so each report is large),
 then ``--unread`` raw sockets, a few at a time, each with a tiny receive buffer
 (``SO_RCVBUF`` 1 KiB), that ask ``/api/stream`` and never read; meanwhile an event is
-written every ``--every`` seconds, so the report changes and the server keeps
+written every ``--publish-every`` seconds, so the report changes and the server keeps
 publishing. Every second for ``--hold`` seconds, and once they are all closed: the
 server's open files (``/proc/<pid>/fd``), its RSS, the kernel's TCP memory
 (``/proc/net/sockstat``, ``TCP: ... mem`` in pages, the whole machine's), the streams
@@ -13,6 +15,7 @@ normal viewer opened then gets a report (or a 503 past the cap).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -169,3 +172,20 @@ async def unread_dashboards(
         server.stop()
         client.close()
         embedded.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=8_800)
+    parser.add_argument("--per-session", type=int, default=100)
+    parser.add_argument("--unread", type=int, default=200)
+    parser.add_argument("--hold", type=float, default=30.0)
+    parser.add_argument("--publish-every", type=float, default=0.3)
+    args = parser.parse_args()
+    asyncio.run(
+        unread_dashboards(args.events, args.per_session, args.unread, args.hold, args.publish_every)
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ The lab's app is served by uvicorn with the lab's protocol class, on a loopback 
 the test's event loop (its connections with a small kernel send buffer, so that what a
 client does not read stays where the test sees it); the viewers are plain sockets with
 a small receive buffer that never read. What the kernel holds for 200 of them is
-measured by ``scripts/bench_hostile.py unread-dashboards``.
+measured by ``scripts/bench_unread_dashboards.py``.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_lab import contract, state
 from mcp_lab.catalog import VERSION_PLACEHOLDER
@@ -37,7 +37,30 @@ from mcp_lab.evidence.recorder import now_ms
 from mcp_lab.server.sessions import Subscriber
 
 if TYPE_CHECKING:
-    from mcp_lab.server.service import Lab
+    from redis.asyncio import Redis
+
+    from mcp_lab.catalog import Catalog
+    from mcp_lab.contract import Peer
+    from mcp_lab.evidence.recorder import Recorder
+    from mcp_lab.scenarios.scenario import Scenario
+    from mcp_lab.server.sessions import SessionRegistry
+    from mcp_lab.settings import LabSettings
+
+
+class Lab(Protocol):
+    """What a restore needs of the server's Lab (:class:`mcp_lab.server.service.Lab`),
+    named here so that this module does not import the one that imports it."""
+
+    settings: LabSettings
+    redis: Redis
+    registry: SessionRegistry
+    recorder: Recorder
+    replica: str
+    catalog: Catalog
+    scenario: Scenario
+
+    def scope(self, peer: Peer) -> str: ...
+
 
 logger = logging.getLogger("mcp_lab.server")
 
