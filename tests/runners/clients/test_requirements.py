@@ -196,11 +196,35 @@ def test_a_baseline_that_cannot_be_used_is_refused(tmp_path: Path, content: str,
 
 
 def test_every_requirement_has_a_reference_for_both_revisions_and_a_page_in_the_docs() -> None:
+    """Each has a reference in each revision it applies to (a listen's duty only in
+    2026-07-28), and a line in docs/requirements.md."""
     from tests.support.lab import ROOT
 
     page = (ROOT / "docs" / "requirements.md").read_text()
     for req in requirements.REQUIREMENTS:
-        assert req.classic and req.modern, req.id
+        assert req.modern and (req.classic or req.modern_only), req.id
         assert f"`{req.id}`" in page, req.id
         for ref in (*req.classic, *req.modern):
             assert ref.url.startswith("https://"), ref
+
+
+def test_the_listen_duties_are_checks_of_a_2026_07_28_client_only() -> None:
+    """graceful-close, partial-ack and cached: judged by their own checkpoints for a
+    client that listened; left out for one that negotiated 2025-11-25 (it owes them on
+    no listen stream: its checkpoint says "not supported")."""
+    cases = {
+        "graceful-close": ("relistened", "client-stops-at-graceful-close", "2", False),
+        "partial-ack": ("unwatched_read", "client-notices-unacknowledged", "yes", True),
+        "cached": ("wire_re_read", "client-rereads-past-its-cache", "yes", True),
+    }
+    for scenario, (key, req_id, answer, ok) in cases.items():
+        made = row(BOXES, scenario=scenario)
+        made.checks = [{"key": key, "title": key, "answer": answer, "at_s": 3.0, "ok": ok}]
+        assert statuses(made)[req_id] == (SUCCESS if ok else FAILURE), scenario
+        classic = row(BOXES, scenario=scenario, protocol="2025-11-25")
+        classic.checks = [{"key": key, "title": key, "answer": "not supported", "ok": True}]
+        assert req_id not in statuses(classic), scenario
+    # cached: never notified, so the re-read past the cache cannot be judged
+    unheard = row(BOXES[:4], scenario="cached")
+    unheard.checks = [{"key": "wire_re_read", "title": "t", "answer": "no (not notified)"}]
+    assert statuses(unheard)["client-rereads-past-its-cache"] == NOT_TESTABLE

@@ -82,8 +82,13 @@ class Requirement:
     check: str | None = None
     after: str | None = None
     scenarios: frozenset[str] = frozenset()
+    # Of the 2026-07-28 revision only (a listen's duties): left out for a client that
+    # negotiated 2025-11-25, which has no listen stream to owe them on.
+    modern_only: bool = False
 
-    def applies(self, scenario: str) -> bool:
+    def applies(self, scenario: str, negotiated: str = MODERN) -> bool:
+        if self.modern_only and negotiated != MODERN:
+            return False
         return not self.scenarios or scenario in self.scenarios
 
     def refs(self, negotiated: str) -> tuple[Ref, ...]:
@@ -288,6 +293,48 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         after="client-connects",
         scenarios=frozenset({"template"}),
     ),
+    Requirement(
+        "client-stops-at-graceful-close",
+        "stops at the final result",
+        "The final {resultType: complete} result ends the subscription: the client does "
+        "not open a new listen in a loop on it (only a drop without it is reconnected).",
+        (),
+        (spec(MODERN, "basic/patterns/subscriptions"),),
+        "no new listen after the server's final result",
+        "its listen stream never ended",
+        check="relistened",
+        after="client-subscribes-or-listens",
+        scenarios=frozenset({"graceful-close"}),
+        modern_only=True,
+    ),
+    Requirement(
+        "client-notices-unacknowledged",
+        "notices a URI the ack leaves out",
+        "The acknowledgement lists only what the server honours; a URI it leaves out "
+        "will never be notified, so the client reads it itself (or asks again).",
+        (),
+        (spec(MODERN, "basic/patterns/subscriptions"),),
+        "read the URI the acknowledgement left out",
+        "never listened",
+        check="unwatched_read",
+        after="client-subscribes-or-listens",
+        scenarios=frozenset({"partial-ack"}),
+        modern_only=True,
+    ),
+    Requirement(
+        "client-rereads-past-its-cache",
+        "re-reads past its cache",
+        "A notification invalidates a cached read: after it the client reads the "
+        "resource from the server (version 2), not from a cache the ttlMs allowed.",
+        (),
+        (spec(MODERN, "server/utilities/caching"),),
+        "resources/read after the notification answered version 2",
+        "never notified",
+        check="wire_re_read",
+        after="client-receives-updated",
+        scenarios=frozenset({"cached"}),
+        modern_only=True,
+    ),
 )
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
 
@@ -358,7 +405,9 @@ def judged(row: ClientRow) -> list[dict[str, Any]]:
     done: dict[str, str] = {}
     checks = []
     for req in REQUIREMENTS:
-        if not req.applies(row.scenario) or (req.box == "reflected" and not row.model):
+        if not req.applies(row.scenario, row.protocol) or (
+            req.box == "reflected" and not row.model
+        ):
             continue
         status, details = _judge(req, row, done)
         done[req.id] = status
