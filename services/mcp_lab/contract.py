@@ -26,6 +26,7 @@ Redis layout (``{uri}`` is a catalog URI, ``{scope}`` a session id or ``shared``
 ``mcp:state-scope``              the running lab's ``MCP_TEST_STATE_SCOPE`` (session or shared)
 ``mcp:dashboard:label-secret``   hex secret the dashboard's session labels are made with
 ``mcp:listed:{scope}``           set of the hidden resources a scenario has listed for ``scope``
+``mcp:listen-dropped:{session}``  JSON ``{uri: version}`` of a listen stream dropped-stream cut
 ``mcp:resume:{session}``          stream of the SSE events sent to one Streamable HTTP
                                  session (fields ``stream``, ``message``, ``tag``), for replay
 ``mcp:session:{session}``         id of the server replica holding the session
@@ -135,6 +136,7 @@ STATE_SCOPE_KEY = "mcp:state-scope"
 # The secret under which the dashboard labels sessions (mcp_lab.evidence.labels).
 LABEL_SECRET_KEY = "mcp:dashboard:label-secret"
 LISTED_KEY_PREFIX = "mcp:listed:"
+DROPPED_KEY_PREFIX = "mcp:listen-dropped:"  # + a 2026-07-28 client's key (layout above)
 
 
 def listed_key(scope: str) -> str:

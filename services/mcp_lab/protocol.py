@@ -49,6 +49,10 @@ STREAM_CLOSE, STREAM_PRIMING = "stream/close", "stream/priming"
 SESSION_END = "session/end"  # the server ended it (idle, replica gone)
 SESSION_DELETE = "session/delete"  # the client ended it (HTTP DELETE)
 LISTEN_CLOSED = "subscriptions/listen/closed"  # a listen stream naming resources ended
+# The lab ended a listen stream without its final result (the dropped-stream scenario).
+LISTEN_DROPPED = "subscriptions/listen/dropped"
+# A URI a listen named that its acknowledgement left out (the partial-ack scenario).
+LISTEN_UNACKNOWLEDGED = "subscriptions/listen/unacknowledged"
 
 # Requests whose handling in the lab sends the client nothing before their answer
 # (no progress, log, sampling or elicitation). With ``MCP_TEST_POST_RESPONSES=auto``

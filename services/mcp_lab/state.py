@@ -249,10 +249,15 @@ async def listed(redis: Redis, scope: str) -> set[str]:
 
 
 async def reset_states(redis: Redis) -> int:
-    """Delete every state (back to version 1) and every listed set (hidden resources
-    hidden again). Returns how many keys were deleted."""
+    """Delete every state (back to version 1), every listed set (hidden resources
+    hidden again) and every dropped listen noted (dropped-stream drops again). Returns
+    how many keys were deleted."""
     deleted = 0
-    for prefix in (contract.STATE_KEY_PREFIX, contract.LISTED_KEY_PREFIX):
+    for prefix in (
+        contract.STATE_KEY_PREFIX,
+        contract.LISTED_KEY_PREFIX,
+        contract.DROPPED_KEY_PREFIX,
+    ):
         async for key in redis.scan_iter(match=f"{prefix}*", count=500):
             deleted += await redis.delete(key)
     return deleted

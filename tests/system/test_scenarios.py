@@ -15,6 +15,7 @@ import mcp_types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost
 
 from mcp_lab.runners.probe import Probe
 from mcp_lab.scenarios import registry
@@ -279,6 +280,11 @@ def test_a_2025_client_has_no_listen_stream_to_close_in_graceful_close(lab, redi
             ["notification_received", "final_content", "unsubscribed", "summary"],
             {"wire_re_read": "yes"},
         ),
+        (  # the server process exits; the probe starts it again and listens again
+            "dropped-stream",
+            ["notification_received", "final_content", "unsubscribed", "summary"],
+            {"stream_dropped": "yes", "relistened": "yes", "kept_update": "yes"},
+        ),
     ],
 )
 async def test_the_reference_client_plays_the_2026_scenarios_over_stdio(
@@ -295,8 +301,13 @@ async def test_the_reference_client_plays_the_2026_scenarios_over_stdio(
             on_step=lambda step, **fields: steps.append({"step": step, **fields}),
             say=lambda text: None,
         )  # fmt: skip
-        assert await probe_.run() == 0, steps
-    assert [s["step"] for s in steps][-4:] == last_steps, steps
+        code = await probe_.run()
+        errlog.seek(0)
+        assert code == 0, f"{steps}\nthe stdio servers said:\n{errlog.read()[-4000:]}"
+    names = [s["step"] for s in steps]
+    assert names[-4:] == last_steps, steps
+    if scenario == "dropped-stream":
+        assert names.index("listen_dropped") < names.index("listened_again"), names
     probed = client_of(await areport(redis_url), "mcp-lab-probe")
     assert probed["sessions"][0]["transport"] == "stdio"
     assert probed["level"] == 6
@@ -413,3 +424,72 @@ async def test_a_cached_read_never_reaches_the_lab_and_a_client_that_stops_there
     assert checks_of(client_of(data, "cache-only")) == {
         "wire_re_read": "no: a re-read may have been served from its cache (ttlMs 60000)"
     }
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_the_reference_client_listens_again_after_a_dropped_stream(
+    lab, redis_url, protocol
+) -> None:
+    url = start(lab, "dropped-stream")
+    code, steps = probe(url, "dropped-stream", "--protocol", protocol)
+    assert code == 0, steps
+    probed = client_of(report(redis_url), "mcp-lab-probe")
+    assert probed["level"] == 6
+    if protocol == "legacy":
+        assert checks_of(probed) == {"relistened": "not supported (resources/subscribe)"}
+        return
+    names = [s["step"] for s in steps]
+    assert (
+        names.index("subscribed")
+        < names.index("listen_dropped")
+        < names.index("listened_again")
+        < names.index("notification_received")
+    ), names
+    dropped = next(s for s in steps if s["step"] == "listen_dropped")
+    assert "ended without the server's graceful close" in dropped["error"], dropped
+    assert checks_of(probed) == {"stream_dropped": "yes", "relistened": "yes", "kept_update": "yes"}
+
+
+async def test_a_client_back_after_the_update_is_told_of_it_and_one_that_stays_away_is_not(
+    lab, redis_url
+) -> None:
+    """The lab keeps the update for a client that listens again: one that comes back
+    only after the update was applied is notified on its new stream at once; one that
+    never listens again is never notified (and its row says so)."""
+    server, url = await lab.aserver(update_delay_seconds=DELAY, scenario="dropped-stream")
+    updater = await lab.aupdater(update_delay_seconds=DELAY, scenario="dropped-stream")
+    uri = "test://review/status"
+    for name in ("late-comer", "gone"):
+        info = mcp_types.Implementation(name=name, version="1")
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), client_info=info) as client,
+        ):
+            await client.read_resource(uri)
+            with pytest.raises(SubscriptionLost), anyio.fail_after(20):
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    async for _change in subscription:
+                        pytest.fail("an update on the stream the lab drops before it")
+            # The update is applied while the client has no stream.
+            await updater.await_line(
+                rf"\[resource/update\] uri={uri} version=2 scope=modern:{name}/1 ", timeout=20
+            )
+            if name == "gone":
+                continue
+            with anyio.fail_after(20):
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    async for _change in subscription:  # at once: the kept update
+                        final = await client.read_resource(uri)
+                        assert "version: 2" in getattr(final.contents[0], "text", "")
+                        break
+    kept = rf"\[subscriptions/listen\] uri={uri} .*client=late-comer/1 kept update version=2"
+    await server.await_line(kept)
+    data = await areport(redis_url)
+    assert checks_of(client_of(data, "late-comer")) == {
+        "stream_dropped": "yes",
+        "relistened": "yes",
+        "kept_update": "yes",
+    }
+    gone = client_of(data, "gone")
+    assert checks_of(gone) == {"stream_dropped": "yes", "relistened": "no"}
+    assert gone["level"] < 5, gone  # never notified

@@ -258,6 +258,11 @@ class Recorder:
         (``in``), or an event without data written on it (``out``, ``stream/priming``)."""
         await self.record(_event(peer, direction, method, now_ms(), None, None))
 
+    async def lab_did(self, peer: Peer, method: str, uri: str | None = None) -> None:
+        """Record something the lab did to ``peer`` that is no message (``out``): a
+        listen stream it dropped, a URI its acknowledgement left out."""
+        await self.record(_event(peer, "out", method, now_ms(), uri, None))
+
     async def ended(
         self, peer: Peer, reason: str, uri: str | None = None, version: int | None = None
     ) -> None:

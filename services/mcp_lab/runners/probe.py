@@ -135,7 +135,8 @@ class Probe(ProbeListen):
                 updates += 1
                 after = round(time.monotonic() - waited, 3)
                 self.emit("notification_received", uri=self.uri, n=updates, after_s=after)
-                final = await self._call("read", NOT_FOUND, client.read_resource(self.uri))
+                reader = self._reconnected or client  # a new connection after a drop
+                final = await self._call("read", NOT_FOUND, reader.read_resource(self.uri))
                 changed = content_text(final) != content_text(first)
                 self.emit("final_content", n=updates, text=content_text(final), changed=changed)
                 if updates == self.scenario.play.unsubscribe_after:

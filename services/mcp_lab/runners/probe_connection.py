@@ -87,6 +87,8 @@ class ProbeConnection:
         # Set when the server ended the listen stream (with its final result or not).
         self._listen_ended = anyio.Event()
         self._listen_lost = False  # it ended without the final result
+        # The client the flow reads with after a stdio reconnect (dropped-stream).
+        self._reconnected: Client | None = None
         self.answers: list[HttpAnswer] = []  # every HTTP answer, to explain a failure
 
     async def _seen(self, response: httpx2.Response) -> None:
@@ -113,6 +115,17 @@ class ProbeConnection:
             await self._sent.send((UPDATED, str(message.params.uri)))
         elif isinstance(message, mcp_types.ResourceListChangedNotification):
             await self._sent.send((LIST_CHANGED, None))
+
+    def _stdio_client(self) -> Client:
+        """A client of a new connection to the stdio server (not entered yet)."""
+        assert self.stdio is not None
+        transport = stdio_client(self.stdio, errlog=self.errlog or sys.stderr)
+        return Client(
+            transport,
+            mode=MODES[self.protocol],
+            client_info=CLIENT,
+            message_handler=self.on_message,
+        )
 
     async def _connected_flow(self) -> None:
         async with AsyncExitStack() as stack:

@@ -5,6 +5,8 @@ unsubscribe. Before 2026-07-28 the flow subscribes with ``resources/subscribe`` 
 (:class:`mcp_lab.runners.probe.Probe`). When the scenario has the server end the stream
 (``Scenario.listen_close``), the probe waits for that end and then listens no more; a
 URI the acknowledgement leaves out (``Play.also_watch`` names more) it reads itself.
+When the server drops the stream without its final result (``Scenario.listen_drop``),
+the probe listens again (over stdio on a new connection, the server started again).
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from contextlib import AsyncExitStack
 
 import anyio
 from mcp import Client
-from mcp.client.subscriptions import SubscriptionLost
+from mcp.client.subscriptions import Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
 from mcp_lab import protocol
-from mcp_lab.runners.probe_connection import LIST_CHANGED, UPDATED
+from mcp_lab.runners.probe_connection import LIST_CHANGED, STDIO, UPDATED
 from mcp_lab.runners.probe_output import (
     NOT_FOUND,
     PROTOCOL_ERROR,
@@ -55,16 +57,43 @@ class ProbeListen(ProbeSteps):
 
         async def feed() -> None:
             try:
-                async for change in subscription:
-                    uri = getattr(change, "uri", None)
-                    await self._sent.send((UPDATED if uri is not None else LIST_CHANGED, uri))
-            except SubscriptionLost:
-                self._listen_lost = True
-                if self.scenario.listen_close is None:
-                    raise
+                await self._feed(subscription)
+            except (SubscriptionLost, MCPError) as lost:
+                if self.scenario.listen_drop is None:
+                    self._listen_lost = True
+                    if self.scenario.listen_close is None:
+                        raise
+                else:  # dropped-stream: the server dropped it; listen again
+                    self.emit("listen_dropped", error=reason(lost) or type(lost).__name__)
+                    await self._listen_again(client, named, wants_list)
             self._listen_ended.set()
 
         tasks.start_soon(feed)
+
+    async def _feed(self, subscription: Subscription) -> None:
+        """The listen's events, to the notifications the flow waits for."""
+        async for change in subscription:
+            uri = getattr(change, "uri", None)
+            await self._sent.send((UPDATED if uri is not None else LIST_CHANGED, uri))
+
+    async def _listen_again(self, client: Client, named: list[str], wants_list: bool) -> None:
+        """After a drop: over HTTP a new listen on the same client; over stdio the
+        connection is gone, so a new one (the server started again) and a new listen
+        ("after a stdio reconnect the client MUST listen again"). The flow reads with
+        the new connection from then on."""
+        async with AsyncExitStack() as again:
+            if self.transport == STDIO:
+                client = await again.enter_async_context(self._stdio_client())
+                self._reconnected = client
+            try:
+                subscription = await again.enter_async_context(
+                    client.listen(resource_subscriptions=named, resources_list_changed=wants_list)
+                )
+            except MCPError as exc:
+                raise ProbeFailed(SUBSCRIBE_REFUSED, "listen_again", reason(exc)) from exc
+            honored = list(subscription.honored.resource_subscriptions or [])
+            self.emit("listened_again", method=protocol.LISTEN, honored=honored)
+            await self._feed(subscription)
 
     async def _until_closed(self, close: ListenClose) -> None:
         """The server ends the listen stream itself: wait (at most --timeout) for its

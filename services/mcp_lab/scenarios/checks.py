@@ -8,6 +8,9 @@ from mcp_lab import protocol
 from mcp_lab.contract import Event
 
 UPDATED, LIST_CHANGED = protocol.UPDATED, protocol.LIST_CHANGED
+# The first words of a check's answer when the client never did what the check needs
+# first (its prerequisite): ``check --format checks`` says NOT_TESTABLE for it.
+NOT_ASKED = "not asked"
 _SUBSCRIBES = frozenset({protocol.SUBSCRIBE, protocol.LISTEN})
 
 

@@ -6,8 +6,10 @@ resource itself (nothing will tell it when that one changes)? The watched one st
 gets its update, scored by the levels as usual.
 
 From the wire the check sees the client's reads of the unwatched resource after its
-listen opened. A 2025-era client (``resources/subscribe``, no acknowledgement) gets
-"not supported", which is no failure.
+listen opened; the lab records each URI its acknowledgement left out, so a client whose
+listens never named the second URI (nothing was left out for it) is "not asked", which
+``check --format checks`` reports as NOT_TESTABLE. A 2025-era client
+(``resources/subscribe``, no acknowledgement) gets "not supported", which is no failure.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def _checks(events: list[Event], uri: str) -> list[Check]:
                 Check("unwatched_read", READ_IT, "not supported (resources/subscribe)", ok=True)
             ]
         return [Check("unwatched_read", READ_IT, "not subscribed")]
+    left_out = any(
+        e.direction == "out" and e.method == protocol.LISTEN_UNACKNOWLEDGED and e.uri == UNWATCHED
+        for e in events
+    )
+    if not left_out:  # it never asked for the second URI: the ack left nothing out
+        return [Check("unwatched_read", READ_IT, f"{checks.NOT_ASKED} (no listen named it)")]
     read = next(
         (
             e.ts_ms

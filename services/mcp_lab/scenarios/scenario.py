@@ -56,6 +56,24 @@ class ListenClose:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenDrop:
+    """How the lab drops a client's first 2026-07-28 ``subscriptions/listen`` stream of
+    a scenario: ``after`` seconds past its acknowledgement (before its update is due),
+    the stream ends *without* the final result, an abnormal drop
+    (``basic/patterns/subscriptions.mdx``, "Graceful Closure"; over stdio the
+    connection itself ends). The lab keeps the client's subscription for ``keep``
+    seconds: the update still happens, and a client that listens again is told of it
+    (at once, when it came while the client was away)."""
+
+    after: float
+    keep: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.after < 0 or self.keep <= 0:
+            raise ValueError(f"listen drop after {self.after} s, kept {self.keep} s")
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One of a scenario's own checkpoints, as scored for one session."""
 
@@ -128,6 +146,8 @@ class Scenario:
     # How the lab ends its listen streams (None: only when the client closes one, or
     # when the server stops).
     listen_close: ListenClose | None = None
+    # How the lab drops each client's first listen stream (None: it never does).
+    listen_drop: ListenDrop | None = None
     # Catalog URIs a 2026-07-28 listen may name that its acknowledgement leaves out (the
     # lab does not watch them: a partial ack); resources/subscribe is not affected.
     unacknowledged: frozenset[str] = frozenset()
@@ -135,6 +155,8 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.cache_ttl_ms < 0:  # caching.mdx: "a `ttlMs` value that is `>= 0`"
             raise ValueError(f"scenario {self.name}: cache_ttl_ms {self.cache_ttl_ms} < 0")
+        if self.listen_close is not None and self.listen_drop is not None:
+            raise ValueError(f"scenario {self.name}: a listen is closed or dropped, not both")
         if self.cache_scope not in ("public", "private"):
             raise ValueError(f"scenario {self.name}: cache_scope {self.cache_scope!r}")
         if not self.catalog.names(self.watched):

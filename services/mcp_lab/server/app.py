@@ -33,6 +33,7 @@ from mcp_lab.server.exports import Matrix
 from mcp_lab.server.handlers import EventLogMiddleware, Handlers
 from mcp_lab.server.inflight import InFlightIds
 from mcp_lab.server.listen import ListenStreams
+from mcp_lab.server.listen_drop import ListenDrops
 from mcp_lab.server.relay import Relay
 from mcp_lab.server.resume.get_streams import ServeGet, StreamLog, plain
 from mcp_lab.server.resume.middleware import Resume, heartbeat, new_replica_id
@@ -199,6 +200,18 @@ def build_lab(
         closing=lab.closing,
         close=scenario.listen_close,
         unacknowledged=scenario.unacknowledged,
+        on_unacknowledged=lambda peer, uri: recorder.lab_did(
+            peer, protocol.LISTEN_UNACKNOWLEDGED, uri
+        ),
+        drops=None
+        if scenario.listen_drop is None
+        else ListenDrops(
+            redis,
+            scenario.listen_drop,
+            record=lambda peer: recorder.lab_did(peer, protocol.LISTEN_DROPPED),
+            tell=lab.relay.tell,
+            forget=lab.forget_subscription,
+        ),
     )
     mcp_adapter.register_request_handler(
         server, protocol.LISTEN, mcp_types.SubscriptionsListenRequestParams, listen

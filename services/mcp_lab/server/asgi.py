@@ -14,7 +14,7 @@ to go; each concern's logic lives in its own module:
   session cap's log line and ``Retry-After`` (:class:`~mcp_lab.server.lifecycle.SessionCap`);
   a ``subscriptions/listen`` (a stream of its own, 2026-07-28) and ``GET <sse path>``
   (a legacy SSE session) are counted in that cap for as long as they last, and
-  refused with 503 past it;
+  refused with 503 past it; a listen may be hung up on (:mod:`mcp_lab.server.hangup`);
 * ``POST <mcp path>`` of an open session, its body read: its request id must not
   be in flight in that session already (:class:`~mcp_lab.server.inflight.InFlightIds`);
 * ``DELETE <mcp path>`` (a client ends its session): its evidence, once answered
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_lab import protocol
+from mcp_lab.server import hangup
 from mcp_lab.server.guard import Security, replay
 from mcp_lab.server.inflight import InFlightIds
 from mcp_lab.server.lifecycle import DeleteLog, SessionCap
@@ -90,7 +91,8 @@ class FrontDoor:
             await self.streams.serve(scope, receive, send, session, last_event_id)
         elif method == "POST" and _SESSION_HEADER not in headers:
             if body is not None and is_listen(body):
-                await self.cap.long_lived(scope, receive, send, f"{_LISTEN} stream")
+                # A listen the lab may end without its result (hangup: dropped-stream).
+                await hangup.serve_http(self._listen, scope, receive, send)
             else:
                 await self.cap(scope, receive, send)
         elif method == "POST" and body is not None:
@@ -101,6 +103,9 @@ class FrontDoor:
             await self.deletes(scope, receive, send, session)
         else:
             await self.app(scope, receive, send)
+
+    async def _listen(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.cap.long_lived(scope, receive, send, f"{_LISTEN} stream")
 
 
 def is_listen(body: bytes) -> bool:

@@ -44,6 +44,7 @@ from mcp_lab.contract import Peer
 from mcp_lab.logs import event
 from mcp_lab.scenarios.scenario import ListenClose
 from mcp_lab.server.delivery import ListenDelivery
+from mcp_lab.server.listen_drop import ListenDrops
 from mcp_lab.server.sessions import SessionRegistry, Subscriber
 
 logger = logging.getLogger("mcp_lab.listen")
@@ -52,6 +53,8 @@ Subscribe = Callable[[Subscriber, str], Awaitable[str]]
 OnEnd = Callable[[Peer, str], Awaitable[None]]
 # Called once a listen stream that named resources has ended (its evidence).
 OnClosed = Callable[[Peer], Awaitable[None]]
+# Records a URI a listen named that its acknowledgement leaves out (its evidence).
+OnUnacknowledged = Callable[[Peer, str], Awaitable[None]]
 _CLEANUP_SECONDS = 5
 # How many of the URIs a listen names its log lines show (a client may name thousands).
 _SHOWN_URIS = 5
@@ -122,6 +125,7 @@ class StreamBus(InMemorySubscriptionBus):
         super().__init__()
         self._early: list[ServerEvent] | None = []
         self.updated = anyio.Event()
+        self.dropped = False  # the lab dropped the stream (dropped-stream)
 
     async def publish(self, change: ServerEvent) -> None:
         if isinstance(change, ResourceUpdated):
@@ -153,13 +157,19 @@ class ListenStreams:
         closing: asyncio.Event | None = None,
         close: ListenClose | None = None,
         unacknowledged: frozenset[str] = frozenset(),
+        on_unacknowledged: OnUnacknowledged | None = None,
+        drops: ListenDrops | None = None,
     ) -> None:
         """``closing``: set when the server starts to stop (``Lab.closing``); each open
         stream then ends with its final result. None: streams end only with the client.
         ``close``: the scenario's own graceful end of each stream, after its update.
         ``unacknowledged``: catalog URIs the acknowledgement leaves out (the scenario's
-        partial ack); the lab does not watch them."""
+        partial ack); the lab does not watch them, and ``on_unacknowledged`` records
+        each one a listen names. ``drops``: the scenario drops each client's first
+        stream (:class:`~mcp_lab.server.listen_drop.ListenDrops`)."""
         self._unacknowledged = unacknowledged
+        self._on_unacknowledged = on_unacknowledged
+        self._drops = drops
         self._registry = registry
         self._close = close
         self._closing = closing
@@ -196,21 +206,38 @@ class ListenStreams:
         left_out = [uri for uri in requested if uri in self._unacknowledged]
         if left_out:
             event(protocol.LISTEN, f"uri={_named(left_out)}", peer, "not acknowledged (partial)")
+            if self._on_unacknowledged is not None:
+                for uri in left_out:
+                    await self._on_unacknowledged(peer, uri)
+        dropping = False
         try:
             for uri in (u for u in requested if u in self._catalog and u not in left_out):
                 job = await self._subscribe(subscriber, uri)
                 event(protocol.LISTEN, f"uri={uri}", peer, f"job={job}")
-            return await self._serve(bus, ctx, params, peer)
+            if self._drops is not None and subscriber.uris:
+                dropping = not await self._drops.kept_for(subscriber)
+            return await self._serve(bus, ctx, params, peer, subscriber if dropping else None)
         finally:
             # A listen ends when the client goes away, which cancels this request:
             # the cleanup must not be cancelled with it.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
-                dropped = self._registry.drop(subscriber.key)
-                for uri in dropped:
-                    await self._on_end(peer, uri)
-                event(protocol.LISTEN, "stream ended", peer)
-                if dropped and self._on_closed is not None:
-                    await self._on_closed(peer)
+                await self._end(subscriber, dropping and bus.dropped)
+
+    async def _end(self, subscriber: Subscriber, dropped_by_the_lab: bool) -> None:
+        """A stream's end: its subscriptions leave the registry; in Redis they are
+        forgotten (or, after the lab dropped the stream, kept for a while), and the
+        client's close is recorded (a drop was recorded as the lab's)."""
+        peer = subscriber.peer
+        uris = self._registry.drop(subscriber.key)
+        if dropped_by_the_lab and self._drops is not None:
+            self._drops.keep(peer, sorted(uris))
+            event(protocol.LISTEN, "stream ended (dropped by the lab)", peer)
+            return
+        for uri in uris:
+            await self._on_end(peer, uri)
+        event(protocol.LISTEN, "stream ended", peer)
+        if uris and self._on_closed is not None:
+            await self._on_closed(peer)
 
     async def _serve(
         self,
@@ -218,19 +245,24 @@ class ListenStreams:
         ctx: ServerRequestContext[Any],
         params: mcp_types.SubscriptionsListenRequestParams,
         peer: Peer,
+        to_drop: Subscriber | None = None,
     ) -> mcp_types.SubscriptionsListenResult:
         """The SDK's handler over ``bus``, for the honoured part of the filter, ended
-        gracefully when the server starts to stop (or the scenario's ``close`` says)."""
+        gracefully when the server starts to stop (or the scenario's ``close`` says),
+        or dropped without its result before its update (``to_drop``: the scenario's
+        drop of this stream)."""
         kept = honoured(params.notifications, self._unacknowledged)
         narrowed = params.model_copy(update={"notifications": kept})
         handler = ListenHandler(bus)
-        if self._closing is None and self._close is None:
+        if self._closing is None and self._close is None and to_drop is None:
             return await handler(ctx, narrowed)
         async with anyio.create_task_group() as tasks:
             if self._closing is not None:
                 tasks.start_soon(until_closing, handler, self._closing)
             if self._close is not None:
                 tasks.start_soon(close_after_update, handler, bus, self._close, peer)
+            if to_drop is not None and self._drops is not None:
+                tasks.start_soon(self._drops.drop_before_update, to_drop, bus)
             result = await handler(ctx, narrowed)
             tasks.cancel_scope.cancel()
         return result

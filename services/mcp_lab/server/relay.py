@@ -169,6 +169,13 @@ class Relay:
         """Release the relay's own Redis connection."""
         await self._pubsub_redis.aclose()
 
+    async def tell(self, target: Subscriber, uri: str, version: int) -> None:
+        """Notify ``target`` (here) that ``uri`` is at ``version``, as an update from the
+        channel would: recorded, through its delivery path."""
+        await self._notifier.notify_all(
+            [(target, contract.UpdateMessage(uri, target.peer.session, version))]
+        )
+
     async def reconcile(self) -> None:
         """After a gap in the subscription, notify every subscriber here whose
         resource moved past the version it was last told about: an update

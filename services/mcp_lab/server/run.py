@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+import anyio
 import uvicorn
 from redis.exceptions import RedisError
 
@@ -13,7 +14,7 @@ from mcp_lab import state, untrusted
 from mcp_lab.evidence import reader
 from mcp_lab.logs import setup_logging
 from mcp_lab.process import heap
-from mcp_lab.server import connections, lifecycle, mcp_adapter, peers
+from mcp_lab.server import connections, hangup, lifecycle, mcp_adapter, peers
 from mcp_lab.server.app import build_lab, http_app
 from mcp_lab.server.asgi import guard
 from mcp_lab.server.exports import Matrix
@@ -131,9 +132,22 @@ async def run_stdio(settings: LabSettings) -> None:
     await play_scenario(settings)
     server, _ = build_lab(settings)
     logger.info("[lab] server ready transport=stdio scope=%s", settings.state_scope)
-    with peers.serving_stdio():  # one client: its nameless messages are its own
-        # Both eras on the one connection (a probe, then initialize): mcp_adapter.stdio_eras.
-        await mcp_adapter.serve_stdio(server)
+    with peers.serving_stdio(), hangup.hang_up_point() as asked:
+        async with anyio.create_task_group() as tasks:
+
+            async def serve() -> None:
+                # Both eras on the one connection (a probe, then initialize):
+                # mcp_adapter.stdio_eras.
+                await mcp_adapter.serve_stdio(server)
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(serve)
+            await asked.wait()  # the lab hangs up (hangup.hang_up): the connection ends
+            if mcp_adapter.end_stdio_wire():
+                logger.info("[lab] hung up: the stdio connection ends here (stdout closed)")
+            else:
+                logger.warning("[lab] hung up, but stdout could not be closed: serving stops")
+            tasks.cancel_scope.cancel()
 
 
 def no_fastmcp_spans() -> None:

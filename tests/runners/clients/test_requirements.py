@@ -209,13 +209,14 @@ def test_every_requirement_has_a_reference_for_both_revisions_and_a_page_in_the_
 
 
 def test_the_listen_duties_are_checks_of_a_2026_07_28_client_only() -> None:
-    """graceful-close, partial-ack and cached: judged by their own checkpoints for a
+    """graceful-close, partial-ack, cached and dropped-stream: judged by their own checkpoints for a
     client that listened; left out for one that negotiated 2025-11-25 (it owes them on
     no listen stream: its checkpoint says "not supported")."""
     cases = {
         "graceful-close": ("relistened", "client-stops-at-graceful-close", "2", False),
         "partial-ack": ("unwatched_read", "client-notices-unacknowledged", "yes", True),
         "cached": ("wire_re_read", "client-rereads-past-its-cache", "yes", True),
+        "dropped-stream": ("relistened", "client-relistens-after-drop", "no", False),
     }
     for scenario, (key, req_id, answer, ok) in cases.items():
         made = row(BOXES, scenario=scenario)
@@ -228,3 +229,9 @@ def test_the_listen_duties_are_checks_of_a_2026_07_28_client_only() -> None:
     unheard = row(BOXES[:4], scenario="cached")
     unheard.checks = [{"key": "wire_re_read", "title": "t", "answer": "no (not notified)"}]
     assert statuses(unheard)["client-rereads-past-its-cache"] == NOT_TESTABLE
+    # partial-ack: a client whose listen never named the second URI was not asked
+    named_one = row(BOXES, scenario="partial-ack")
+    named_one.checks = [
+        {"key": "unwatched_read", "title": "t", "answer": "not asked (no listen named it)"}
+    ]
+    assert statuses(named_one)["client-notices-unacknowledged"] == NOT_TESTABLE

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_lab import protocol
 from mcp_lab.runners.clients.matrix import NOTICE, PUSH, ClientRow
 from mcp_lab.scenarios import registry
+from mcp_lab.scenarios.checks import NOT_ASKED
 
 if TYPE_CHECKING:  # check.py may import this module: no cycle at run time
     from mcp_lab.runners.clients.check import Verdict
@@ -322,6 +323,20 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         modern_only=True,
     ),
     Requirement(
+        "client-relistens-after-drop",
+        "listens again after a dropped stream",
+        "A listen stream that ends without the final result is an abnormal drop: the "
+        "client listens again (after a stdio reconnect it MUST), and so gets the update.",
+        (),
+        (spec(MODERN, "basic/patterns/subscriptions"),),
+        "a new subscriptions/listen after the lab dropped the stream",
+        "its listen stream was never dropped",
+        check="relistened",
+        after="client-subscribes-or-listens",
+        scenarios=frozenset({"dropped-stream"}),
+        modern_only=True,
+    ),
+    Requirement(
         "client-rereads-past-its-cache",
         "re-reads past its cache",
         "A notification invalidates a cached read: after it the client reads the "
@@ -392,6 +407,8 @@ def _judge(req: Requirement, row: ClientRow, done: dict[str, str]) -> tuple[str,
     if found is None:
         return FAILURE, f"not seen: {seen} (the lab did not score it)"
     said = f"{found.get('title', req.check)}: {found.get('answer', '-')}"
+    if str(found.get("answer", "")).startswith(NOT_ASKED):
+        return NOT_TESTABLE, f"Not testable: {said}"
     if not _check_ok(found):
         return FAILURE, f"not seen: {seen} ({said})"
     return SUCCESS, f"{seen} ({said}){_when(found.get('at_s'))}"

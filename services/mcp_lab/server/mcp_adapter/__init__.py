@@ -85,7 +85,7 @@ from mcp_lab.server.mcp_adapter.lowlevel import (
     withdraw_request_handlers,
 )
 from mcp_lab.server.mcp_adapter.manager import HttpSessions
-from mcp_lab.server.mcp_adapter.stdio_eras import serve_stdio
+from mcp_lab.server.mcp_adapter.stdio_eras import end_stdio_wire, serve_stdio
 from mcp_lab.server.mcp_adapter.transport import bind_session_event_stores, write_get_streams
 
 __all__ = [
@@ -95,6 +95,7 @@ __all__ = [
     "add_inbound_middleware",
     "answer_posts_as_json",
     "bind_session_event_stores",
+    "end_stdio_wire",
     "get_stream_of",
     "hide_capabilities",
     "on_session_end",

@@ -23,8 +23,10 @@ Private SDK names used: ``runner._NoServerRequestsDispatchContext`` (the modern
 request context that refuses server-initiated requests), ``FastMCP._mcp_server`` and
 ``FastMCP._lifespan_manager`` (what ``run_stdio_async`` enters); and, outside
 ``mcp.server.runner.__all__``, ``modern_error_data`` (a modern handler's exception as
-its wire error). To re-check on an upgrade: that ``serve_dual_era_loop`` still locks
-the era (if it stops doing so, this module can go) and what ``run_stdio_async`` enters.
+its wire error); ``mcp.server.stdio._claims`` (the private duplicate of fd 1 that
+carries the wire, for :func:`end_stdio_wire`). To re-check on an upgrade: that
+``serve_dual_era_loop`` still locks the era (if it stops doing so, this module can go),
+what ``run_stdio_async`` enters, and that ``_claims[1].private_fd`` is still the wire.
 """
 
 from __future__ import annotations
@@ -159,3 +161,25 @@ async def serve_stdio(server: FastMCP) -> None:
                 await write_stream.aclose()
     finally:
         reset_transport(token)
+
+
+def end_stdio_wire() -> bool:
+    """End the server-to-client half of the stdio connection now: the descriptor the
+    SDK writes the wire to (its private duplicate of fd 1) is pointed at the null
+    device, so the client reads the end of the connection at once, while what the
+    server still writes goes nowhere (it is not closed: a worker thread may still hold
+    it). False when the SDK serves fd 1 itself (nothing to point elsewhere)."""
+    import os
+
+    from mcp.server import stdio as sdk_stdio
+
+    claim = sdk_stdio._claims.get(1)
+    wire = claim.private_fd if claim is not None else None
+    if wire is None:
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, wire)
+    finally:
+        os.close(null)
+    return True
